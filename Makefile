@@ -1,0 +1,79 @@
+# sluice developer tasks. `make` (or `make help`) lists them.
+# Tools are pinned in tools/go.mod and run with `go tool`; nothing is
+# installed globally and buf never talks to the Buf Schema Registry.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
+.DELETE_ON_ERROR:
+
+GO ?= go
+TOOL := $(GO) tool -modfile=tools/go.mod
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 20s
+# Benchmarked packages; directories that do not exist yet are skipped.
+BENCH_PKGS := $(foreach d,decider state services,$(if $(wildcard $(d)/.),./$(d)/...))
+BENCH_COUNT ?= 5
+
+.PHONY: help
+help: ## Show this help
+	@echo "Usage: make <target>"
+	@echo
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
+		| awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: generate
+generate: ## Lint the protos and regenerate gen/ (buf + pinned local plugins)
+	scripts/generate.sh
+
+.PHONY: check-generate
+check-generate: ## Regenerate and fail if gen/ differs from git (diff or untracked files)
+	scripts/generate.sh --check
+
+.PHONY: lint
+lint: ## Run buf lint/format checks and golangci-lint (incl. import-direction rules)
+	scripts/lint.sh
+
+.PHONY: fmt
+fmt: ## Format protos (buf format) and Go code (gofmt, goimports)
+	$(TOOL) buf format --write
+	$(TOOL) golangci-lint fmt ./...
+
+.PHONY: test
+test: ## Run the full test suite with its services (scripts/test.sh)
+	scripts/test.sh
+
+.PHONY: test-unit
+test-unit: ## Run unit tests with the race detector, no external services
+	$(GO) test -race -count=1 ./...
+
+.PHONY: bench
+bench: ## Run benchmarks (decider, state, services) into bench.out; summarise with benchstat if installed
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_PKGS) | tee bench.out
+	@if command -v benchstat >/dev/null 2>&1; then \
+		benchstat bench.out; \
+	else \
+		echo "benchstat not installed (go install golang.org/x/perf/cmd/benchstat@latest); raw results in bench.out"; \
+	fi
+
+.PHONY: build
+build: ## Build the sluice binary into bin/sluice
+	$(GO) build -o bin/sluice ./services/sluice
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each
+	@found=0; \
+	for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
+		targets=$$($(GO) test -list '^Fuzz' "$$pkg"); \
+		for target in $$(grep '^Fuzz' <<<"$$targets" || true); do \
+			found=$$((found + 1)); \
+			echo "==> $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done; \
+	echo "fuzzed $$found target(s)"
+
+.PHONY: tidy-tools
+tidy-tools: ## Tidy the pinned tool module (tools/go.mod)
+	cd tools && $(GO) mod tidy

@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/test.sh and the service start/stop scripts.
+# Source it; it defines functions only and changes no shell options.
+
+# log prints a timestamped progress line to stderr.
+log() { printf '[test.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# die prints an error and exits non-zero.
+die() { printf '[test.sh] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# is_ci is true when running under CI (CI set to anything but "", "0", "false").
+is_ci() { case "${CI:-}" in "" | 0 | false | FALSE | False) return 1 ;; *) return 0 ;; esac; }
+
+# is_root is true when running as uid 0.
+is_root() { [[ "$(id -u)" == 0 ]]; }
+
+_apt_updated=0
+# apt_install installs Debian packages (root only), running apt-get update once.
+apt_install() {
+  is_root || die "need Debian packages '$*' but not root: install them yourself"
+  command -v apt-get >/dev/null || die "need packages '$*' and apt-get is missing"
+  if [[ "$_apt_updated" == 0 ]]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    _apt_updated=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# free_ports N prints N distinct currently-free loopback TCP ports, one a line.
+# The kernel picks them (bind to port 0), all sockets held open together so the
+# ports differ; a small race with other processes remains, as with any such scheme.
+free_ports() {
+  local n="$1"
+  if command -v python3 >/dev/null; then
+    python3 - "$n" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+for s in socks:
+    print(s.getsockname()[1])
+PY
+    return
+  fi
+  # Fallback: probe random high ports with bash's /dev/tcp (refused = free).
+  local got=() p
+  while ((${#got[@]} < n)); do
+    p=$((20000 + RANDOM % 30000))
+    [[ " ${got[*]} " == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then got+=("$p"); fi
+  done
+  printf '%s\n' "${got[@]}"
+}
+
+# port_open HOST PORT is true when a TCP connect to HOST:PORT succeeds.
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# pid_alive PID is true while process PID exists and is not a zombie.
+pid_alive() {
+  [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null || return 1
+  local st=""
+  [[ -r "/proc/$1/stat" ]] && st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1 || true)"
+  [[ "$st" != Z ]]
+}
+
+# stop_pid PID NAME [GRACE_SECONDS] sends SIGTERM, waits, then SIGKILLs.
+stop_pid() {
+  local pid="$1" name="$2" grace="${3:-30}" i
+  pid_alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace * 10; i++)); do
+    pid_alive "$pid" || return 0
+    sleep 0.1
+  done
+  log "$name (pid $pid) ignored SIGTERM for ${grace}s: SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# show_log_tail FILE [LINES] prints the end of a service log to stderr.
+show_log_tail() {
+  local f="$1" n="${2:-60}"
+  [[ -f "$f" ]] || { printf '(no log file %s)\n' "$f" >&2; return 0; }
+  printf -- '----- last %s lines of %s -----\n' "$n" "$f" >&2
+  tail -n "$n" "$f" >&2
+  printf -- '----- end of %s -----\n' "$f" >&2
+}
