@@ -1,0 +1,360 @@
+// Package inflight keeps the router-local count of requests in flight per
+// engine, held by leases, and the recent dispatch times per engine.
+//
+// Decide acquires a lease on the engines it picked (+1 in flight on each and
+// a dispatch timestamp); the caller releases it when the response completes
+// (-1 on each). A lease not released within its TTL is expired by the
+// sweeper, so a caller that dies does not leave phantom load behind.
+// Reads (InFlight, DispatchesSince) are lock-free and allocation-free.
+package inflight
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// Errors returned by Acquire.
+var (
+	// ErrTooManyLeases means Config.MaxLeases leases are live; the request
+	// should be refused rather than tracked without bound.
+	ErrTooManyLeases = errors.New("too many in-flight leases")
+	// ErrNoEngines means Acquire was called without engines.
+	ErrNoEngines = errors.New("lease needs at least one engine")
+	// ErrUnknownSlot means a slot passed to Acquire was never allocated by
+	// the tracker's slots table.
+	ErrUnknownSlot = errors.New("unknown engine slot")
+)
+
+// numShards is the number of lease map shards; a power of two.
+const numShards = 16
+
+// Lease is a claim of one in-flight request on one or more engines (one for
+// plain serving, prefill and decode for PD).
+type Lease struct {
+	// ID identifies the lease for Release: 128 random bits in hex.
+	ID string
+	// Expires is when the lease stops counting if not released.
+	Expires time.Time
+	// Slots are the engines the lease counts against, in Acquire order.
+	Slots []slots.Slot
+}
+
+// Tracker is the in-flight tracker. It is safe for concurrent use.
+type Tracker struct {
+	slots *slots.Table
+	cfg   Config
+	now   func() time.Time
+	seed  maphash.Seed
+
+	mu      sync.Mutex                // serialises growth of engines
+	engines atomic.Pointer[[]*engine] // by slot; grown copy-on-write under mu
+
+	shards  [numShards]shard
+	leases  atomic.Int64
+	expired atomic.Uint64
+}
+
+// engine is the per-slot state.
+type engine struct {
+	inflight atomic.Int64
+
+	// The dispatch ring holds the last len(ring) dispatch times in Unix
+	// nanoseconds, non-decreasing in recording order, 0 = none. Writers
+	// serialise on mu so that ring order is time order; readers scan
+	// backwards from next without locking and stop at the first entry not
+	// after their bound.
+	mu   sync.Mutex
+	next atomic.Uint64 // dispatches recorded so far; the next write goes to ring[next%len(ring)]
+	ring []atomic.Int64
+}
+
+// recordDispatch appends a dispatch at ns, clamped to be no earlier than the
+// previous one so the ring stays sorted even if the wall clock steps back.
+func (e *engine) recordDispatch(ns int64) {
+	e.mu.Lock()
+	n := e.next.Load()
+	w := uint64(len(e.ring))
+	if n > 0 {
+		ns = max(ns, e.ring[(n-1)%w].Load())
+	}
+	e.ring[n%w].Store(ns)
+	e.next.Store(n + 1)
+	e.mu.Unlock()
+}
+
+// shard is one part of the lease map.
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*lease
+	_  [40]byte // keep neighbouring shards' locks off one cache line
+}
+
+// lease is the tracker's own record of a lease.
+type lease struct {
+	expires time.Time
+	slots   []slots.Slot
+}
+
+// New returns a tracker for engines whose slots come from t. now is the
+// clock for lease expiry and dispatch times; nil means time.Now. New starts
+// no goroutines; call Run to expire leases.
+func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
+	if t == nil {
+		return nil, errors.New("inflight: nil slots table")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	tr := &Tracker{slots: t, cfg: cfg.withDefaults(), now: now, seed: maphash.MakeSeed()}
+	for i := range tr.shards {
+		tr.shards[i].m = map[string]*lease{}
+	}
+	tr.engines.Store(&[]*engine{})
+	return tr, nil
+}
+
+// Acquire counts one request in flight on each of engines, records a
+// dispatch time on each, and returns the lease to Release. It fails with
+// ErrNoEngines, ErrUnknownSlot (wrapped, naming the slot) or
+// ErrTooManyLeases, counting nothing. An engine listed twice counts twice.
+func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
+	if len(engines) == 0 {
+		return Lease{}, ErrNoEngines
+	}
+	allocated := t.slots.Len()
+	for _, s := range engines {
+		if int64(s) >= int64(allocated) {
+			return Lease{}, fmt.Errorf("%w: slot %d (only %d allocated)", ErrUnknownSlot, s, allocated)
+		}
+	}
+	if t.leases.Add(1) > int64(t.cfg.MaxLeases) {
+		t.leases.Add(-1)
+		return Lease{}, ErrTooManyLeases
+	}
+	now := t.now()
+	ns := unixNanos(now)
+	rec := &lease{expires: now.Add(t.cfg.LeaseTTL), slots: slices.Clone(engines)}
+	for _, s := range rec.slots {
+		e := t.engine(s)
+		e.inflight.Add(1)
+		e.recordDispatch(ns)
+	}
+	for {
+		id := newID()
+		sh := t.shard(id)
+		sh.mu.Lock()
+		if _, taken := sh.m[id]; taken {
+			sh.mu.Unlock()
+			continue // 2^-128 per pair of live leases; never in practice
+		}
+		sh.m[id] = rec
+		sh.mu.Unlock()
+		return Lease{ID: id, Expires: rec.expires, Slots: slices.Clone(rec.slots)}, nil
+	}
+}
+
+// Release ends the lease with the given id, counting one request less in
+// flight on each of its engines, and returns it. It reports false, and
+// changes nothing, if id is unknown, already released or already expired,
+// so releasing twice never decrements twice. A lease found past its Expires
+// before the sweeper reached it is expired (counted in Expired) and reported
+// as false, as it would have been a moment later.
+func (t *Tracker) Release(id string) (Lease, bool) {
+	sh := t.shard(id)
+	sh.mu.Lock()
+	rec, ok := sh.m[id]
+	if ok {
+		delete(sh.m, id)
+	}
+	sh.mu.Unlock()
+	if !ok {
+		return Lease{}, false
+	}
+	t.end(rec)
+	if t.now().After(rec.expires) {
+		t.expired.Add(1)
+		return Lease{}, false
+	}
+	return Lease{ID: id, Expires: rec.expires, Slots: rec.slots}, true
+}
+
+// end undoes the counting of a lease already removed from its shard.
+func (t *Tracker) end(rec *lease) {
+	for _, s := range rec.slots {
+		t.engine(s).inflight.Add(-1)
+	}
+	t.leases.Add(-1)
+}
+
+// InFlight returns the number of leases counting against engine s; 0 for a
+// slot never used. It is lock-free and does not allocate.
+func (t *Tracker) InFlight(s slots.Slot) int64 {
+	es := *t.engines.Load()
+	if int64(s) >= int64(len(es)) {
+		return 0
+	}
+	return es[s].inflight.Load()
+}
+
+// DispatchesSince returns how many of the engine's recent dispatches
+// (Acquires) happened strictly after since. Only the last DispatchWindow
+// dispatches are remembered, so the count saturates there. It scans back
+// from the newest dispatch and stops at the first one not after since, so
+// its cost grows with the count, not the window. It is lock-free and does
+// not allocate.
+func (t *Tracker) DispatchesSince(s slots.Slot, since time.Time) int64 {
+	es := *t.engines.Load()
+	if int64(s) >= int64(len(es)) {
+		return 0
+	}
+	e := es[s]
+	after := unixNanos(since)
+	next := e.next.Load()
+	w := uint64(len(e.ring))
+	if next == 0 {
+		return 0
+	}
+	idx := (next - 1) % w
+	var n int64
+	for range min(next, w) {
+		ts := e.ring[idx].Load()
+		if ts == 0 || ts <= after {
+			break // the ring is sorted: everything older is not after either
+		}
+		n++
+		if idx == 0 {
+			idx = w
+		}
+		idx--
+	}
+	return n
+}
+
+// ForgetEngine drops the engine's dispatch history, as when it leaves the
+// registry, so that if the same id registers again (it keeps its slot) its
+// dispatch history starts empty. Its in-flight count is left to its leases,
+// which still release or expire as usual.
+func (t *Tracker) ForgetEngine(s slots.Slot) {
+	es := *t.engines.Load()
+	if int64(s) >= int64(len(es)) {
+		return
+	}
+	e := es[s]
+	e.mu.Lock()
+	for i := range e.ring {
+		e.ring[i].Store(0)
+	}
+	e.mu.Unlock()
+}
+
+// Leases returns the number of live leases.
+func (t *Tracker) Leases() int { return int(t.leases.Load()) }
+
+// Expired returns how many leases have expired unreleased since New.
+func (t *Tracker) Expired() uint64 { return t.expired.Load() }
+
+// Run expires leases past their TTL every SweepInterval, decrementing their
+// engines as Release would, until ctx is done; it then returns ctx.Err().
+func (t *Tracker) Run(ctx context.Context) error {
+	tick := time.NewTicker(t.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			t.sweep(t.now())
+		}
+	}
+}
+
+// sweep expires every lease whose Expires is before now and returns how
+// many it expired.
+func (t *Tracker) sweep(now time.Time) int {
+	var done []*lease
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		done = done[:0]
+		sh.mu.Lock()
+		for id, rec := range sh.m {
+			if now.After(rec.expires) {
+				delete(sh.m, id)
+				done = append(done, rec)
+			}
+		}
+		sh.mu.Unlock()
+		for _, rec := range done {
+			t.end(rec)
+		}
+		t.expired.Add(uint64(len(done)))
+		n += len(done)
+	}
+	return n
+}
+
+// shard returns the lease shard of id.
+func (t *Tracker) shard(id string) *shard {
+	return &t.shards[maphash.String(t.seed, id)&(numShards-1)]
+}
+
+// engine returns slot s's state, growing the per-slot slice if needed.
+func (t *Tracker) engine(s slots.Slot) *engine {
+	if es := *t.engines.Load(); int64(s) < int64(len(es)) {
+		return es[s]
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	es := *t.engines.Load()
+	if int64(s) < int64(len(es)) {
+		return es[s]
+	}
+	grown := make([]*engine, max(int(s)+1, t.slots.Len()))
+	copy(grown, es)
+	for i := len(es); i < len(grown); i++ {
+		grown[i] = &engine{ring: make([]atomic.Int64, t.cfg.DispatchWindow)}
+	}
+	t.engines.Store(&grown)
+	return grown[s]
+}
+
+// newID returns 128 random bits in hex.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
+}
+
+// Bounds of the times representable in int64 Unix nanoseconds.
+var (
+	minNanosTime = time.Unix(0, math.MinInt64)
+	maxNanosTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNanos returns t in Unix nanoseconds, saturating outside the int64
+// range instead of overflowing (so the zero Time counts as the distant past).
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanosTime):
+		return math.MinInt64
+	case t.After(maxNanosTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}

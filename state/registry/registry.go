@@ -1,0 +1,175 @@
+// Package registry holds the set of inference engines (workers) the router
+// may pick, their roles and health, and serves immutable snapshots of it.
+//
+// Writers (configuration loads, admin calls, health probes) are serialised
+// by a mutex and publish a new *Snapshot atomically; readers on the request
+// path load the current snapshot without locking or allocating.
+package registry
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// Registry is the worker registry. It is safe for concurrent use.
+type Registry struct {
+	slots *slots.Table
+	now   func() time.Time
+
+	mu    sync.Mutex // serialises writers and guards hooks
+	hooks []func(w *Worker)
+	snap  atomic.Pointer[Snapshot]
+}
+
+// New returns an empty registry whose workers get their slots from t.
+func New(t *slots.Table) *Registry {
+	r := &Registry{slots: t, now: time.Now}
+	r.snap.Store(emptySnapshot)
+	return r
+}
+
+// Snapshot returns the current snapshot. It never returns nil, takes no lock
+// and does not allocate.
+func (r *Registry) Snapshot() *Snapshot { return r.snap.Load() }
+
+// OnRemove registers fn to run after a worker leaves the registry, through
+// Remove or by being absent from a Replace. fn receives the departed
+// registration. Hooks run synchronously, in registration order, while the
+// registry's write lock is held, after the new snapshot is published; they
+// must therefore be quick and must not call the Registry's write methods
+// (reading Snapshot is fine). Register hooks before the registry is used;
+// this is not a hot path.
+func (r *Registry) OnRemove(fn func(w *Worker)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks = append(r.hooks, fn)
+}
+
+// Replace makes workers the whole registered set, as a configuration load
+// does. It validates the whole set first and changes nothing if any worker is
+// invalid, returning every problem found (errors.Join of *ValidationError,
+// matching ErrInvalid). Workers whose id and url are unchanged keep their
+// health; other workers start healthy. OnRemove hooks run for every
+// previously registered id absent from workers. The version increases even
+// if the new set equals the old one.
+func (r *Registry) Replace(workers []Worker) error {
+	next := make([]*Worker, len(workers))
+	for i := range workers {
+		next[i] = &workers[i]
+	}
+	slices.SortStableFunc(next, func(a, b *Worker) int { return cmp.Compare(a.ID, b.ID) })
+	if err := validateSet(next); err != nil {
+		return err
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	now := r.now()
+	health := make([]Health, len(next))
+	for i, w := range next {
+		next[i] = w.clone(r.slots.Intern(w.ID))
+		health[i] = Health{Healthy: true, Since: now}
+		if j, ok := cur.byID[w.ID]; ok && cur.workers[j].URL == w.URL {
+			health[i] = cur.health[j]
+		}
+	}
+	s := buildSnapshot(cur.version+1, next, health)
+	r.snap.Store(s)
+	for _, old := range cur.workers {
+		if _, ok := s.byID[old.ID]; !ok {
+			r.runHooks(old)
+		}
+	}
+	return nil
+}
+
+// Upsert adds w, or replaces the registration with the same id. It validates
+// w against the rest of the registered set (for example, a model may not mix
+// plain and prefill/decode engines) and changes nothing on error. A
+// replacement keeps its health when its url is unchanged; otherwise the
+// worker starts healthy.
+func (r *Registry) Upsert(w Worker) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	i, exists := cur.byID[w.ID]
+	next := make([]*Worker, 0, len(cur.workers)+1)
+	health := make([]Health, 0, len(cur.workers)+1)
+	if exists {
+		next = append(next, cur.workers...)
+		health = append(health, cur.health...)
+		next[i] = &w
+	} else {
+		i, _ = slices.BinarySearchFunc(cur.workers, w.ID, func(x *Worker, id string) int { return cmp.Compare(x.ID, id) })
+		next = append(append(append(next, cur.workers[:i]...), &w), cur.workers[i:]...)
+		health = append(append(append(health, cur.health[:i]...), Health{}), cur.health[i:]...)
+	}
+	if err := validateSet(next); err != nil {
+		return err
+	}
+	next[i] = w.clone(r.slots.Intern(w.ID))
+	if !exists || cur.workers[i].URL != w.URL {
+		health[i] = Health{Healthy: true, Since: r.now()}
+	}
+	r.snap.Store(buildSnapshot(cur.version+1, next, health))
+	return nil
+}
+
+// Remove unregisters the worker with the given id and runs the OnRemove
+// hooks. It reports false, changing nothing, if id is not registered.
+func (r *Registry) Remove(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	i, ok := cur.byID[id]
+	if !ok {
+		return false
+	}
+	old := cur.workers[i]
+	r.snap.Store(buildSnapshot(cur.version+1,
+		slices.Delete(slices.Clone(cur.workers), i, i+1),
+		slices.Delete(slices.Clone(cur.health), i, i+1)))
+	r.runHooks(old)
+	return true
+}
+
+// SetHealth records the health of the worker with the given id and reports
+// false if id is not registered. When Healthy changes, the stored Health is
+// h (Since defaults to now when zero), candidate lists are rebuilt and the
+// version increases. When Healthy is unchanged, only a changed Reason is
+// recorded, keeping the original Since and the version; an identical call
+// changes nothing.
+func (r *Registry) SetHealth(id string, h Health) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	i, ok := cur.byID[id]
+	if !ok {
+		return false
+	}
+	old := cur.health[i]
+	switch {
+	case old.Healthy != h.Healthy:
+		if h.Since.IsZero() {
+			h.Since = r.now()
+		}
+		r.snap.Store(cur.withHealth(cur.version+1, i, h))
+	case old.Reason != h.Reason:
+		old.Reason = h.Reason
+		r.snap.Store(cur.withHealth(cur.version, i, old))
+	}
+	return true
+}
+
+// runHooks calls every OnRemove hook with w. r.mu must be held.
+func (r *Registry) runHooks(w *Worker) {
+	for _, fn := range r.hooks {
+		fn(w)
+	}
+}
