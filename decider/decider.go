@@ -1,0 +1,367 @@
+// Package decider selects the engine, or the prefill + decode pair, that serves a request:
+// bucket-first selection as specified in POLICY_DESIGN.md. A BucketResolver orders a model's
+// buckets by length; each Bucket asks its engine groups for a complete selection; each
+// EngineGroup filters live engines and runs its policy. The Decider owns the bucket loop, the
+// configuration snapshot and leases; transports (services/) translate to and from protobuf.
+package decider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/inflight"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Config holds the decider's optional settings.
+type Config struct {
+	// MaxTokenIDs caps len(token_ids) in a request; longer requests are refused. Default 2,097,152.
+	MaxTokenIDs int
+}
+
+// Validate applies defaults and checks ranges.
+func (c *Config) Validate() error {
+	if c.MaxTokenIDs == 0 {
+		c.MaxTokenIDs = 2 << 20
+	}
+	if c.MaxTokenIDs < 0 {
+		return fmt.Errorf("decider: max token ids %d is negative; use a positive cap", c.MaxTokenIDs)
+	}
+	return nil
+}
+
+// Request is one Decide call's input, free of transport types.
+type Request struct {
+	Model       string
+	InputTokens int64
+	// ExpectedPeakTokens is input plus output budget, valid when HasPeak.
+	ExpectedPeakTokens int64
+	HasPeak            bool
+	// TokenIDs, when present, must have InputTokens entries.
+	TokenIDs   []uint32
+	SessionKey string
+	RoutingKey string
+	RequestID  string
+	// DryRun selects without acquiring a lease.
+	DryRun bool
+	// Explain asks for the candidates, rejections and load ages considered.
+	Explain bool
+	// ExcludeEngineIDs are engines the caller already failed on (one retry).
+	ExcludeEngineIDs []string
+}
+
+// EnginePick is one selected engine and why.
+type EnginePick struct {
+	Worker *registry.Worker
+	Reason string
+}
+
+// Decision is a complete selection: one plain engine, or a prefill + decode pair from the same
+// bucket, plus the lease holding their in-flight accounting.
+type Decision struct {
+	BucketID      string
+	ConfigVersion int64
+	PD            bool
+	Plain         EnginePick
+	Prefill       EnginePick
+	Decode        EnginePick
+	// Lease is zero for dry runs.
+	Lease   inflight.Lease
+	Explain *Explain
+}
+
+// Engines returns the selected engines (one, or prefill then decode).
+func (d *Decision) Engines() []*registry.Worker {
+	if d.PD {
+		return []*registry.Worker{d.Prefill.Worker, d.Decode.Worker}
+	}
+	return []*registry.Worker{d.Plain.Worker}
+}
+
+// Decider routes requests over the current configuration snapshot. It is safe for concurrent use.
+type Decider struct {
+	logger *slog.Logger
+	reg    *registry.Registry
+	deps   policy.Deps
+	leases *inflight.Tracker
+	cfg    Config
+	rt     atomic.Pointer[runtime]
+}
+
+// runtime is one configuration version: resolvers are built per model on first use, because
+// engines (and so models) can appear between configuration versions.
+type runtime struct {
+	version int64
+	doc     *config.Document
+	models  sync.Map // model -> *BucketResolver
+}
+
+// New returns a Decider. It routes nothing until Apply installs a configuration.
+func New(logger *slog.Logger, reg *registry.Registry, deps policy.Deps, leases *inflight.Tracker, cfg Config) (*Decider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Decider{logger: logger, reg: reg, deps: deps, leases: leases, cfg: cfg}, nil
+}
+
+// Apply installs a configuration snapshot after checking that every bucket and policy in it can
+// be built. Decide calls in flight finish on the snapshot they started with; later calls see the
+// new one — never a mix.
+func (d *Decider) Apply(snap config.Snapshot) error {
+	if snap.Document == nil {
+		return errors.New("decider: configuration snapshot has no document")
+	}
+	if err := d.Check(snap.Document); err != nil {
+		return fmt.Errorf("decider: configuration version %d: %w", snap.Version, err)
+	}
+	rt := &runtime{version: snap.Version, doc: snap.Document}
+	for _, m := range d.reg.Snapshot().Models() {
+		r, err := d.buildResolver(snap.Document, m, false)
+		if err != nil {
+			return fmt.Errorf("decider: configuration version %d: %w", snap.Version, err)
+		}
+		rt.models.Store(m, r)
+	}
+	d.rt.Store(rt)
+	d.logger.Info("configuration applied", slog.Int64("config_version", snap.Version), slog.String("source", snap.Source))
+	return nil
+}
+
+// Check builds every bucket, group and policy of doc without installing it, so a document this
+// decider cannot serve (an unsupported policy type, an incomplete bucket) is refused before any
+// state changes.
+func (d *Decider) Check(doc *config.Document) error {
+	if doc == nil {
+		return errors.New("configuration has no document")
+	}
+	_, err := d.buildResolver(doc, "", true)
+	return err
+}
+
+// ConfigVersion is the version of the installed configuration, 0 before Apply.
+func (d *Decider) ConfigVersion() int64 {
+	if rt := d.rt.Load(); rt != nil {
+		return rt.version
+	}
+	return 0
+}
+
+// Release frees a lease's in-flight accounting. It reports false for an unknown, expired or
+// already released lease; releasing twice never double-counts.
+func (d *Decider) Release(leaseID string) bool {
+	_, ok := d.leases.Release(leaseID)
+	return ok
+}
+
+func (rt *runtime) resolver(d *Decider, model string) (*BucketResolver, error) {
+	if r, ok := rt.models.Load(model); ok {
+		return r.(*BucketResolver), nil
+	}
+	r, err := d.buildResolver(rt.doc, model, false)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := rt.models.LoadOrStore(model, r)
+	return actual.(*BucketResolver), nil
+}
+
+// Decide runs the bucket loop: it resolves the buckets the request fits and asks each, in
+// order, for a complete selection. No candidates or an admission rejection moves to the next
+// bucket (all picks repeated there); an invalid signal, configuration or foreign pick stops with
+// KindInternal. Exhaustion returns KindUnavailable with every admission rejection met, or the last
+// stage that had no candidates. Unless DryRun, a lease is acquired on the selected engines.
+func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
+	rt := d.rt.Load()
+	if rt == nil {
+		return Decision{}, &Error{Kind: KindUnavailable, Reason: ReasonInvalidConfiguration, Message: "no configuration loaded yet"}
+	}
+	if err := d.validate(&req); err != nil {
+		return Decision{}, err
+	}
+	reg := d.reg.Snapshot()
+	if _, ok := slices.BinarySearch(reg.Models(), req.Model); !ok {
+		return Decision{}, unknownModel(req.Model, reg.Models())
+	}
+	res, err := rt.resolver(d, req.Model)
+	if err != nil {
+		return Decision{}, internal(ReasonInvalidConfiguration, err)
+	}
+	br := BucketRequest{
+		Model:              req.Model,
+		InputTokens:        req.InputTokens,
+		ExpectedPeakTokens: req.ExpectedPeakTokens,
+		HasPeak:            req.HasPeak,
+		TokenIDs:           req.TokenIDs,
+		SessionKey:         req.SessionKey,
+		RoutingKey:         req.RoutingKey,
+		Exclude:            req.ExcludeEngineIDs,
+	}
+	var ex *explainer
+	var tr stageTracer
+	if req.Explain {
+		ex = &explainer{}
+		tr = ex
+	}
+	var (
+		rejections []Rejection
+		lastEmpty  registry.Role
+		matched    bool
+	)
+	for _, b := range res.ordered {
+		if !b.limits.fits(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
+			continue
+		}
+		matched = true
+		ex.begin(b)
+		pick, err := b.pickEngines(ctx, reg, &br, tr)
+		if err == nil {
+			ex.end("picked")
+			dec := Decision{BucketID: b.id, ConfigVersion: rt.version, PD: pick.PD,
+				Plain:   EnginePick(pick.Plain),
+				Prefill: EnginePick(pick.Prefill),
+				Decode:  EnginePick(pick.Decode),
+			}
+			if !req.DryRun {
+				if dec.Lease, err = d.acquire(&dec); err != nil {
+					return Decision{}, err
+				}
+			}
+			dec.Explain = ex.result()
+			return dec, nil
+		}
+		var se *StageError
+		if !errors.As(err, &se) {
+			return Decision{}, internal(ReasonInvalidConfiguration, err)
+		}
+		var rj *policy.RejectedError
+		switch {
+		case errors.Is(err, policy.ErrNoCandidates):
+			ex.end("no_candidates")
+			// Prefer the last empty stage whose role the model has engines for: with the
+			// default buckets a plain model also fails the pd bucket, which says nothing.
+			if lastEmpty == 0 || serves(reg, req.Model, se.Stage) || !serves(reg, req.Model, lastEmpty) {
+				lastEmpty = se.Stage
+			}
+		case errors.As(err, &rj):
+			ex.end("admission_rejected")
+			for _, r := range rj.Rejections {
+				rejections = append(rejections, Rejection{BucketID: b.id, Role: se.Stage, EngineID: r.EngineID, Limit: r.Limit})
+			}
+		case ctx.Err() != nil:
+			return Decision{}, ctx.Err()
+		case errors.Is(err, ErrOutsideCandidates):
+			return Decision{}, internal(ReasonOutsideCandidates, err)
+		case errors.Is(err, policy.ErrInvalidSignal):
+			return Decision{}, internal(ReasonInvalidSignal, err)
+		default:
+			return Decision{}, internal(ReasonInvalidConfiguration, err)
+		}
+	}
+	if !matched {
+		return Decision{}, d.noMatchingBucket(&req, res)
+	}
+	var e *Error
+	if len(rejections) > 0 {
+		e = &Error{Kind: KindUnavailable, Reason: ReasonAdmissionRejected, Message: "every compatible bucket refused admission", Rejections: rejections}
+	} else {
+		e = noCandidates(reg, req.Model, lastEmpty)
+	}
+	if ex != nil {
+		// The explanation rides on the error for callers that log it.
+		e.Err = &ExplainedError{Explain: ex.result()}
+	}
+	return Decision{}, e
+}
+
+func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
+	var l inflight.Lease
+	var err error
+	if dec.PD {
+		l, err = d.leases.Acquire(dec.Prefill.Worker.Slot, dec.Decode.Worker.Slot)
+	} else {
+		l, err = d.leases.Acquire(dec.Plain.Worker.Slot)
+	}
+	if err != nil {
+		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: ReasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}
+	}
+	return l, nil
+}
+
+func (d *Decider) validate(req *Request) error {
+	switch {
+	case req.Model == "":
+		return invalidArgument(ReasonEmptyModel, "model is empty; name the model the request is for")
+	case len(req.TokenIDs) > d.cfg.MaxTokenIDs:
+		return invalidArgument(ReasonTooManyTokenIDs, "token_ids has %d entries, above the cap of %d; omit token_ids or raise --max-token-ids", len(req.TokenIDs), d.cfg.MaxTokenIDs)
+	case len(req.TokenIDs) > 0 && int64(len(req.TokenIDs)) != req.InputTokens:
+		return invalidArgument(ReasonTokenIDsMismatch, "token_ids has %d entries but input_tokens is %d; they must describe the same prompt", len(req.TokenIDs), req.InputTokens)
+	}
+	return checkSignal(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak)
+}
+
+// ExpectedPeak returns input + output budget, refusing negative values and int64 overflow.
+func ExpectedPeak(input, maxOutput int64) (int64, error) {
+	if input < 0 {
+		return 0, invalidArgument(ReasonInvalidInputTokens, "input_tokens %d is negative", input)
+	}
+	if maxOutput < 0 {
+		return 0, invalidArgument(ReasonInvalidInputTokens, "max output tokens %d is negative", maxOutput)
+	}
+	if input > Unbounded-maxOutput {
+		return 0, invalidArgument(ReasonTokenOverflow, "input_tokens %d plus output budget %d overflows int64", input, maxOutput)
+	}
+	return input + maxOutput, nil
+}
+
+func unknownModel(model string, known []string) *Error {
+	list := known
+	if len(list) > 10 {
+		list = list[:10]
+	}
+	hint := "no engine is registered"
+	if len(list) > 0 {
+		hint = "known models: " + strings.Join(list, ", ")
+	}
+	return invalidArgument(ReasonUnknownModel, "no engine serves model %q (%s)", model, hint)
+}
+
+func (d *Decider) noMatchingBucket(req *Request, res *BucketResolver) *Error {
+	need := fmt.Sprintf("input_tokens %d", req.InputTokens)
+	if req.HasPeak {
+		need += fmt.Sprintf(" with expected_peak_tokens %d", req.ExpectedPeakTokens)
+	}
+	ids := make([]string, 0, len(res.ordered))
+	for _, b := range res.ordered {
+		ids = append(ids, b.id)
+	}
+	return invalidArgument(ReasonNoMatchingBucket, "no bucket for model %q accepts %s (buckets: %s)", req.Model, need, strings.Join(ids, ", "))
+}
+
+// serves reports whether any registered engine, healthy or not, serves model in role.
+func serves(reg *registry.Snapshot, model string, role registry.Role) bool {
+	return len(reg.Candidates(model, role)) > 0 || reg.UnhealthyCount(model, role) > 0
+}
+
+func noCandidates(reg *registry.Snapshot, model string, stage registry.Role) *Error {
+	if len(reg.Candidates(model, stage)) == 0 && reg.UnhealthyCount(model, stage) > 0 {
+		return &Error{Kind: KindUnavailable, Reason: ReasonNoHealthyEngines, Stage: stage,
+			Message: fmt.Sprintf("no healthy %s engine for model %q", stage, model)}
+	}
+	reason := ReasonNoCandidates
+	switch stage {
+	case registry.RolePrefill:
+		reason = ReasonNoPrefillCandidates
+	case registry.RoleDecode:
+		reason = ReasonNoDecodeCandidates
+	}
+	return &Error{Kind: KindUnavailable, Reason: reason, Stage: stage,
+		Message: fmt.Sprintf("no %s engine available for model %q in any compatible bucket", stage, model)}
+}

@@ -1,0 +1,329 @@
+package decider
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+func decideErr(t *testing.T, f *fixture, req Request) *Error {
+	t.Helper()
+	_, err := f.d.Decide(context.Background(), req)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Decide() error = %v, want *Error", err)
+	}
+	return e
+}
+
+func TestDecideDefaultBuckets(t *testing.T) {
+	f := newFixture(t, []registry.Worker{
+		worker("a1", registry.RolePlain, "plain-model"),
+		worker("p1", registry.RolePrefill, "pd-model"),
+		worker("d1", registry.RoleDecode, "pd-model"),
+	})
+	f.apply("{}")
+	dec, err := f.d.Decide(context.Background(), Request{Model: "plain-model", InputTokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.BucketID != "plain" || dec.PD || dec.Plain.Worker.ID != "a1" || dec.ConfigVersion != 7 {
+		t.Errorf("plain model decision = %+v, want bucket plain engine a1 version 7", dec)
+	}
+	dec, err = f.d.Decide(context.Background(), Request{Model: "pd-model", InputTokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.BucketID != "pd" || !dec.PD || dec.Prefill.Worker.ID != "p1" || dec.Decode.Worker.ID != "d1" {
+		t.Errorf("pd model decision = %+v, want bucket pd with p1 + d1", dec)
+	}
+}
+
+func TestDecidePDDecodeFailureMovesBothPicks(t *testing.T) {
+	f := newFixture(t, []registry.Worker{
+		worker("p1", registry.RolePrefill), worker("d1", registry.RoleDecode),
+		worker("p2", registry.RolePrefill), worker("d2", registry.RoleDecode),
+	})
+	f.apply(`
+buckets:
+  - id: first
+    rank: 1
+    groups:
+      pd:
+        prefill: {worker_ids: [p1], policy: {type: power_of_two}}
+        decode: {worker_ids: [d1], policy: {type: power_of_two, admission: {max_running_requests: 4}}}
+  - id: second
+    rank: 2
+    groups:
+      pd:
+        prefill: {worker_ids: [p2]}
+        decode: {worker_ids: [d2]}
+`)
+	f.running("d1", 4) // at the cap: rejected
+	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{dec.BucketID, dec.Prefill.Worker.ID, dec.Decode.Worker.ID}
+	if diff := cmp.Diff([]string{"second", "p2", "d2"}, got); diff != "" {
+		t.Errorf("Decide() mismatch (-want +got):\n%s", diff)
+	}
+	if n := f.inFlight("p1"); n != 0 {
+		t.Errorf("discarded prefill pick p1 holds %d in-flight, want 0", n)
+	}
+	if f.inFlight("p2") != 1 || f.inFlight("d2") != 1 {
+		t.Errorf("lease did not cover both PD engines: p2=%d d2=%d", f.inFlight("p2"), f.inFlight("d2"))
+	}
+	if !f.d.Release(dec.Lease.ID) || f.inFlight("p2") != 0 || f.inFlight("d2") != 0 {
+		t.Errorf("Release did not free both engines")
+	}
+	if f.d.Release(dec.Lease.ID) {
+		t.Errorf("second Release of the same lease reported true")
+	}
+}
+
+func TestDecideRejectionsSurviveLaterEmptyBucket(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.apply(`
+buckets:
+  - id: busy
+    rank: 1
+    groups: {plain: {worker_ids: [a], policy: {type: round_robin, admission: {max_running_requests: 2}}}}
+  - id: empty
+    rank: 2
+    groups: {plain: {worker_ids: []}}
+`)
+	f.running("a", 2)
+	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+	if e.Kind != KindUnavailable || e.Reason != ReasonAdmissionRejected {
+		t.Fatalf("Decide() error = %v (%s %s), want Unavailable ADMISSION_REJECTED", e, e.Kind, e.Reason)
+	}
+	want := []Rejection{{BucketID: "busy", Role: registry.RolePlain, EngineID: "a", Limit: admission.LimitRunningRequests}}
+	if diff := cmp.Diff(want, e.Rejections); diff != "" {
+		t.Errorf("rejections mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecideAccumulatesRejectionsAcrossBuckets(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.apply(`
+buckets:
+  - id: one
+    limits: {min: 0, max: 100}
+    groups: {plain: {worker_ids: [a], policy: {type: round_robin, admission: {max_running_requests: 1}}}}
+  - id: two
+    groups: {plain: {worker_ids: [b], policy: {type: random, admission: {max_inflight_requests: 1}}}}
+`)
+	f.running("a", 1)
+	if _, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 200}); err != nil {
+		t.Fatal(err) // only "two" fits 200 tokens: b gets one in-flight
+	}
+	e := decideErr(t, f, Request{Model: "m", InputTokens: 50})
+	want := []Rejection{
+		{BucketID: "one", Role: registry.RolePlain, EngineID: "a", Limit: admission.LimitRunningRequests},
+		{BucketID: "two", Role: registry.RolePlain, EngineID: "b", Limit: admission.LimitInflightRequests},
+	}
+	if diff := cmp.Diff(want, e.Rejections); diff != "" {
+		t.Errorf("rejections mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecideLastEmptyStage(t *testing.T) {
+	tests := []struct {
+		name      string
+		workers   []registry.Worker
+		unhealthy string
+		want      string
+	}{
+		{"no decode engines", []registry.Worker{worker("p", registry.RolePrefill)}, "", ReasonNoDecodeCandidates},
+		{"no prefill engines", []registry.Worker{worker("d", registry.RoleDecode)}, "", ReasonNoPrefillCandidates},
+		{"only unhealthy plain engines", []registry.Worker{worker("a", registry.RolePlain)}, "a", ReasonNoHealthyEngines},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.workers)
+			if tt.unhealthy != "" {
+				f.reg.SetHealth(tt.unhealthy, registry.Health{Healthy: false, Reason: "probe failed"})
+			}
+			f.apply("{}")
+			e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+			if e.Kind != KindUnavailable || e.Reason != tt.want {
+				t.Errorf("Decide() = %s %s (%v), want Unavailable %s", e.Kind, e.Reason, e, tt.want)
+			}
+		})
+	}
+}
+
+// foreign returns a newly allocated worker carrying a candidate's id.
+type foreign struct{}
+
+func (foreign) Name() string { return "foreign" }
+func (foreign) Pick(_ context.Context, engines []*registry.Worker, _ policy.Request) (policy.Pick, error) {
+	w := *engines[0]
+	return policy.Pick{Worker: &w, Reason: "foreign"}, nil
+}
+
+func TestDecideForeignPickStopsTheLoop(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	f.apply("{}")
+	first, err := NewPlainBucket("first", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePlain, foreign{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := plainBucket(t, "second", 1, lim(0, Unbounded, Unbounded))
+	res, err := NewBucketResolver([]*Bucket{first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d.rt.Load().models.Store("m", res)
+	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+	if e.Kind != KindInternal || e.Reason != ReasonOutsideCandidates || !errors.Is(e, ErrOutsideCandidates) {
+		t.Errorf("Decide() = %s %s (%v), want Internal OUTSIDE_CANDIDATES", e.Kind, e.Reason, e)
+	}
+}
+
+func TestEngineGroupMembership(t *testing.T) {
+	f := newFixture(t, []registry.Worker{
+		worker("c", registry.RolePlain), worker("a", registry.RolePlain), worker("b", registry.RolePlain),
+		worker("sick", registry.RolePlain), worker("other", registry.RolePlain, "other-model"),
+	})
+	f.reg.SetHealth("sick", registry.Health{Healthy: false, Reason: "breaker open"})
+	rr := policy.NewRoundRobin(policy.Deps{}, admission.Limits{})
+	reg := f.reg.Snapshot()
+	names := func(ws []*registry.Worker) []string {
+		out := []string{}
+		for _, w := range ws {
+			out = append(out, w.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		g    *EngineGroup
+		want []string
+	}{
+		{"nil membership is every healthy engine of the model and role, by id", NewEngineGroup(registry.RolePlain, rr), []string{"a", "b", "c"}},
+		{"explicit empty membership is none", NewEngineGroupOf(registry.RolePlain, rr, []string{}), []string{}},
+		{"membership intersects, sorted by id", NewEngineGroupOf(registry.RolePlain, rr, []string{"c", "sick", "a", "ghost", "other"}), []string{"a", "c"}},
+		{"role filter applies", NewEngineGroup(registry.RoleDecode, rr), []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, names(tt.g.Candidates(reg, "m"))); diff != "" {
+				t.Errorf("Candidates() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideRequestValidation(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	f.apply(`
+buckets:
+  - id: small
+    limits: {min: 0, max: 100}
+    groups: {plain: {}}
+`)
+	tests := []struct {
+		name   string
+		req    Request
+		reason string
+	}{
+		{"empty model", Request{InputTokens: 1}, ReasonEmptyModel},
+		{"unknown model", Request{Model: "nope", InputTokens: 1}, ReasonUnknownModel},
+		{"negative input", Request{Model: "m", InputTokens: -5}, ReasonInvalidInputTokens},
+		{"peak below input", Request{Model: "m", InputTokens: 10, ExpectedPeakTokens: 9, HasPeak: true}, ReasonPeakBelowInput},
+		{"token ids disagree with input", Request{Model: "m", InputTokens: 3, TokenIDs: []uint32{1, 2}}, ReasonTokenIDsMismatch},
+		{"no bucket fits", Request{Model: "m", InputTokens: 101}, ReasonNoMatchingBucket},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := decideErr(t, f, tt.req)
+			if e.Kind != KindInvalidArgument || e.Reason != tt.reason {
+				t.Errorf("Decide() = %s %s (%v), want InvalidArgument %s", e.Kind, e.Reason, e, tt.reason)
+			}
+		})
+	}
+	t.Run("too many token ids", func(t *testing.T) {
+		f.d.cfg.MaxTokenIDs = 4
+		defer func() { f.d.cfg.MaxTokenIDs = 2 << 20 }()
+		e := decideErr(t, f, Request{Model: "m", InputTokens: 5, TokenIDs: []uint32{1, 2, 3, 4, 5}})
+		if e.Reason != ReasonTooManyTokenIDs {
+			t.Errorf("Decide() reason = %s, want %s", e.Reason, ReasonTooManyTokenIDs)
+		}
+	})
+}
+
+func TestExpectedPeak(t *testing.T) {
+	if p, err := ExpectedPeak(10, 20); err != nil || p != 30 {
+		t.Errorf("ExpectedPeak(10, 20) = %d, %v", p, err)
+	}
+	_, err := ExpectedPeak(Unbounded-5, 6)
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonTokenOverflow {
+		t.Errorf("ExpectedPeak overflow error = %v, want %s", err, ReasonTokenOverflow)
+	}
+}
+
+func TestDecideDryRunAndExclude(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.apply(`
+default_policy:
+  plain: {type: round_robin}
+`)
+	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, DryRun: true, ExcludeEngineIDs: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Plain.Worker.ID != "b" || dec.Lease.ID != "" || f.inFlight("b") != 0 {
+		t.Errorf("dry run with a excluded = %s lease %q inflight %d; want b, no lease, nothing in flight", dec.Plain.Worker.ID, dec.Lease.ID, f.inFlight("b"))
+	}
+	e := decideErr(t, f, Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
+	if e.Reason != ReasonNoCandidates {
+		t.Errorf("all excluded: reason %s, want %s", e.Reason, ReasonNoCandidates)
+	}
+}
+
+func TestDecideExplain(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.apply(`
+buckets:
+  - id: busy
+    groups: {plain: {worker_ids: [a], policy: {type: round_robin, admission: {max_running_requests: 1}}}}
+  - id: spare
+    rank: 1
+    groups: {plain: {worker_ids: [b]}}
+`)
+	f.running("a", 3)
+	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := dec.Explain
+	if ex == nil || len(ex.Attempts) != 2 {
+		t.Fatalf("Explain = %+v, want two attempts", ex)
+	}
+	if a := ex.Attempts[0]; a.Outcome != "admission_rejected" || a.Stages[0].Candidates[0].Rejection != admission.LimitRunningRequests || !a.Stages[0].Candidates[0].LoadKnown {
+		t.Errorf("first attempt = %+v, want a rejected at max_running_requests with known load", a)
+	}
+	if a := ex.Attempts[1]; a.Outcome != "picked" || a.Stages[0].PickedEngineID != "b" {
+		t.Errorf("second attempt = %+v, want b picked", a)
+	}
+}
+
+func TestApplyRefusesUnbuildableConfig(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	doc := &config.Document{DefaultPolicy: &config.StagePolicies{Plain: &config.PolicySpec{Type: "no_such_policy"}}}
+	if err := f.d.Apply(config.Snapshot{Version: 1, Document: doc}); err == nil {
+		t.Fatal("Apply accepted an unknown policy type")
+	}
+	if f.d.ConfigVersion() != 0 {
+		t.Errorf("a refused configuration was installed")
+	}
+}

@@ -1,0 +1,105 @@
+package decider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Kind is the small closed set of failure classes transports map to status codes, in exactly one
+// function per transport.
+type Kind uint8
+
+const (
+	// KindInvalidArgument: the request cannot be routed as sent (gRPC InvalidArgument, HTTP 400).
+	KindInvalidArgument Kind = iota + 1
+	// KindUnavailable: every compatible bucket was tried and none could serve now (503).
+	KindUnavailable
+	// KindInternal: a configuration or policy bug stopped routing (500).
+	KindInternal
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindInvalidArgument:
+		return "invalid_argument"
+	case KindUnavailable:
+		return "unavailable"
+	case KindInternal:
+		return "internal"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Machine-readable reasons carried by *Error (and by the transports' error details).
+const (
+	ReasonEmptyModel         = "EMPTY_MODEL"
+	ReasonUnknownModel       = "UNKNOWN_MODEL"
+	ReasonInvalidInputTokens = "INVALID_INPUT_TOKENS"
+	ReasonPeakBelowInput     = "PEAK_BELOW_INPUT"
+	ReasonTokenOverflow      = "TOKEN_COUNT_OVERFLOW"
+	ReasonTooManyTokenIDs    = "TOO_MANY_TOKEN_IDS"
+	ReasonTokenIDsMismatch   = "TOKEN_IDS_MISMATCH"
+	ReasonNoMatchingBucket   = "NO_MATCHING_BUCKET"
+
+	ReasonAdmissionRejected   = "ADMISSION_REJECTED"
+	ReasonNoCandidates        = "NO_CANDIDATES"
+	ReasonNoPrefillCandidates = "NO_PREFILL_CANDIDATES"
+	ReasonNoDecodeCandidates  = "NO_DECODE_CANDIDATES"
+	ReasonNoHealthyEngines    = "NO_HEALTHY_ENGINES"
+
+	ReasonOutsideCandidates    = "OUTSIDE_CANDIDATES"
+	ReasonInvalidConfiguration = "INVALID_CONFIGURATION"
+	ReasonInvalidSignal        = "INVALID_SIGNAL"
+)
+
+// ErrOutsideCandidates is wrapped when a policy returns an engine outside its candidate set.
+var ErrOutsideCandidates = errors.New("pick outside candidates")
+
+// Rejection is one admission refusal met during the bucket loop.
+type Rejection struct {
+	BucketID string
+	Role     registry.Role
+	EngineID string
+	Limit    string
+}
+
+// Error is a Decide failure. Transports branch on Kind and copy Reason, Stage and Rejections
+// into their error details.
+type Error struct {
+	Kind    Kind
+	Reason  string
+	Message string
+	// Stage is the last stage that had no candidates, for stage-specific unavailability.
+	Stage registry.Role
+	// Rejections holds every admission refusal across all attempted buckets.
+	Rejections []Rejection
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Message)
+	for i, r := range e.Rejections {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "bucket %q %s engine %q at %s", r.BucketID, r.Role, r.EngineID, r.Limit)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func invalidArgument(reason, format string, args ...any) *Error {
+	return &Error{Kind: KindInvalidArgument, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func internal(reason string, err error) *Error {
+	return &Error{Kind: KindInternal, Reason: reason, Message: err.Error(), Err: err}
+}

@@ -1,0 +1,100 @@
+package decider
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Explain is what a Decide call considered: every bucket attempted in order, each stage's
+// candidates with their load and admission outcome, and the age of the oldest load data used.
+type Explain struct {
+	Attempts []BucketAttempt
+	// OldestLoadAge is the largest load-report age among candidates with known load.
+	OldestLoadAge time.Duration
+}
+
+// BucketAttempt is one bucket's try.
+type BucketAttempt struct {
+	BucketID string
+	// Capacity is the bucket's input capacity; Unbounded when open.
+	Capacity int64
+	// Outcome is "picked", "no_candidates" or "admission_rejected".
+	Outcome string
+	Stages  []StageAttempt
+}
+
+// StageAttempt is one engine group's pick within a bucket attempt.
+type StageAttempt struct {
+	Role       registry.Role
+	Policy     string
+	Candidates []policy.CandidateNote
+	// Outcome is "picked", "no_candidates", "admission_rejected" or "error".
+	Outcome        string
+	PickedEngineID string
+	Reason         string
+	Detail         string
+}
+
+// ExplainedError carries the explanation of a failed Decide call; it is the Err of the *Error.
+type ExplainedError struct {
+	Explain *Explain
+}
+
+func (e *ExplainedError) Error() string { return "see explanation" }
+
+// explainer collects an Explain during one Decide call; a nil explainer records nothing.
+type explainer struct {
+	ex Explain
+}
+
+func (x *explainer) begin(b *Bucket) {
+	if x == nil {
+		return
+	}
+	x.ex.Attempts = append(x.ex.Attempts, BucketAttempt{BucketID: b.id, Capacity: b.limits.Capacity()})
+}
+
+func (x *explainer) end(outcome string) {
+	if x == nil {
+		return
+	}
+	x.ex.Attempts[len(x.ex.Attempts)-1].Outcome = outcome
+}
+
+func (x *explainer) stage(role registry.Role, g *EngineGroup) *policy.Trace {
+	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
+	a.Stages = append(a.Stages, StageAttempt{Role: role, Policy: g.policy.Name()})
+	return &policy.Trace{}
+}
+
+func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
+	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
+	s := &a.Stages[len(a.Stages)-1]
+	s.Candidates = t.Candidates
+	s.Detail = t.Detail
+	for _, c := range t.Candidates {
+		if c.LoadKnown && c.LoadAge > x.ex.OldestLoadAge {
+			x.ex.OldestLoadAge = c.LoadAge
+		}
+	}
+	switch {
+	case err == nil:
+		s.Outcome, s.PickedEngineID, s.Reason = "picked", pick.Worker.ID, pick.Reason
+	case isNoCandidates(err):
+		s.Outcome = "no_candidates"
+	case isRejected(err):
+		s.Outcome = "admission_rejected"
+	default:
+		s.Outcome = "error"
+		s.Detail = err.Error()
+	}
+}
+
+func (x *explainer) result() *Explain {
+	if x == nil {
+		return nil
+	}
+	return &x.ex
+}

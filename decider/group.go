@@ -1,0 +1,100 @@
+package decider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// EngineGroup owns an engine membership and the policy attached to it. Pick filters the live
+// workers by model, health and role, intersects them with the membership, sorts them by id,
+// invokes the policy and checks that the result is one of those exact candidates.
+//
+// An EngineGroup belongs to one model's resolver, so its candidate list depends only on the
+// registry snapshot; it is cached per snapshot version and never allocated on the pick path.
+type EngineGroup struct {
+	role    registry.Role
+	members map[string]struct{} // nil: every engine of the model and role; empty: none
+	policy  policy.Policy
+	cache   atomic.Pointer[candidateCache]
+}
+
+type candidateCache struct {
+	version uint64
+	model   string
+	engines []*registry.Worker
+}
+
+// NewEngineGroup returns a catch-all group: every healthy engine of the request's model and role.
+func NewEngineGroup(role registry.Role, p policy.Policy) *EngineGroup {
+	return &EngineGroup{role: role, policy: p}
+}
+
+// NewEngineGroupOf returns a group limited to the engines with the given ids. An empty (non-nil
+// or nil) slice means no engines; use NewEngineGroup for "all".
+func NewEngineGroupOf(role registry.Role, p policy.Policy, ids []string) *EngineGroup {
+	m := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return &EngineGroup{role: role, members: m, policy: p}
+}
+
+// Role is the stage this group serves.
+func (g *EngineGroup) Role() registry.Role { return g.role }
+
+// Policy is the attached policy.
+func (g *EngineGroup) Policy() policy.Policy { return g.policy }
+
+// Candidates returns the group's current candidates for model, sorted by id. The slice is shared
+// and must not be modified.
+func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*registry.Worker {
+	if c := g.cache.Load(); c != nil && c.version == reg.Version() && c.model == model {
+		return c.engines
+	}
+	all := reg.Candidates(model, g.role)
+	engines := all
+	if g.members != nil {
+		engines = make([]*registry.Worker, 0, len(g.members))
+		for _, w := range all {
+			if _, ok := g.members[w.ID]; ok {
+				engines = append(engines, w)
+			}
+		}
+	}
+	g.cache.Store(&candidateCache{version: reg.Version(), model: model, engines: engines})
+	return engines
+}
+
+// Pick selects one engine for req among the group's candidates minus exclude (engine ids the
+// caller already failed on). It returns policy.ErrNoCandidates without invoking the policy when
+// nothing is eligible, and an error wrapping ErrOutsideCandidates when the policy returns an
+// engine that is not one of the candidates it was given (compared by identity, so a newly
+// allocated worker with a candidate's id is rejected too).
+func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string) (policy.Pick, error) {
+	engines := g.Candidates(reg, req.Model)
+	if len(exclude) > 0 {
+		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Worker) bool {
+			return slices.Contains(exclude, w.ID)
+		})
+	}
+	if len(engines) == 0 {
+		return policy.Pick{}, policy.ErrNoCandidates
+	}
+	pick, err := g.policy.Pick(ctx, engines, req)
+	if err != nil {
+		return policy.Pick{}, err
+	}
+	if pick.Worker == nil || !slices.Contains(engines, pick.Worker) {
+		id := "<nil>"
+		if pick.Worker != nil {
+			id = pick.Worker.ID
+		}
+		return policy.Pick{}, fmt.Errorf("policy %s returned engine %q: %w", g.policy.Name(), id, ErrOutsideCandidates)
+	}
+	return pick, nil
+}

@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// LeastLoad (configuration name load_based) chooses the least loaded candidate, then checks
+// admission on it. When every candidate has a fresh report the score is waiting + running +
+// the dispatches this router made to the engine after the report was captured (so requests the
+// report already counts are not counted twice); otherwise every candidate is scored by
+// router-local in-flight requests, which keeps the comparison consistent across the set. Ties
+// rotate with a cursor owned by this instance.
+type LeastLoad struct {
+	deps   Deps
+	limits admission.Limits
+	cursor atomic.Uint64
+}
+
+var _ Policy = (*LeastLoad)(nil)
+
+// NewLeastLoad returns a least-load policy with the given admission caps.
+func NewLeastLoad(deps Deps, limits admission.Limits) *LeastLoad {
+	return &LeastLoad{deps: deps, limits: limits}
+}
+
+// Name implements Policy.
+func (p *LeastLoad) Name() string { return TypeLoadBased }
+
+// Pick implements Policy.
+func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+	if len(engines) == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+	}
+	// Scores are read once into a stack buffer: in-flight counters move concurrently, and the tie
+	// rotation below must see the same numbers as the minimum search.
+	var buf [64]int64
+	scores := buf[:0]
+	reported := true
+	for _, w := range engines {
+		v := snap.ViewRef(w.Slot)
+		if v == nil {
+			reported = false
+			break
+		}
+		scores = append(scores, v.Waiting+v.Running+p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+	}
+	if !reported {
+		scores = scores[:0]
+		for _, w := range engines {
+			scores = append(scores, p.deps.InFlight.InFlight(w.Slot))
+		}
+	}
+	best, ties := int64(math.MaxInt64), 0
+	for _, s := range scores {
+		switch {
+		case s < best:
+			best, ties = s, 1
+		case s == best:
+			ties++
+		}
+	}
+	k := int((p.cursor.Add(1) - 1) % uint64(ties))
+	var chosen *registry.Worker
+	for i, w := range engines {
+		if scores[i] != best {
+			continue
+		}
+		if k == 0 {
+			chosen = w
+			break
+		}
+		k--
+	}
+	if req.Trace != nil {
+		for _, w := range engines {
+			if w != chosen {
+				req.Trace.note(w, p.deps.observe(snap, w), "", "scored")
+			}
+		}
+		if reported {
+			req.Trace.setDetail("scored waiting + running + dispatches since report")
+		} else {
+			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
+		}
+	}
+	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, TypeLoadBased)
+}

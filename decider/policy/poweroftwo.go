@@ -1,0 +1,69 @@
+package policy
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// PowerOfTwo samples two distinct candidates uniformly and keeps the one with lower stage
+// pressure (the first sample on a complete tie), then checks admission exactly once on it. A
+// single candidate is selected directly, its load still read for admission. A rejection is
+// returned as is: no resampling, no switching to the other sample, no fallback.
+type PowerOfTwo struct {
+	deps   Deps
+	limits admission.Limits
+	// intN draws a uniform integer in [0, n); replaced in tests for deterministic sampling.
+	intN func(n int) int
+}
+
+var _ Policy = (*PowerOfTwo)(nil)
+
+// NewPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
+func NewPowerOfTwo(deps Deps, limits admission.Limits) *PowerOfTwo {
+	return &PowerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
+}
+
+// Name implements Policy.
+func (p *PowerOfTwo) Name() string { return TypePowerOfTwo }
+
+// Pick implements Policy.
+func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+	n := len(engines)
+	if n == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+	}
+	if n == 1 {
+		req.Trace.setDetail("single candidate")
+		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, TypePowerOfTwo)
+	}
+	i := p.intN(n)
+	j := p.intN(n - 1)
+	if j >= i {
+		j++
+	}
+	a, b := engines[i], engines[j]
+	oa, ob := p.deps.observe(snap, a), p.deps.observe(snap, b)
+	if comparePressure(req.Stage, ob, oa) < 0 {
+		req.Trace.note(a, oa, "", "sampled")
+		req.Trace.setDetail(pressureBasis(oa, ob))
+		return admitSelected(p.limits, b, ob, &req, TypePowerOfTwo)
+	}
+	req.Trace.note(b, ob, "", "sampled")
+	req.Trace.setDetail(pressureBasis(oa, ob))
+	return admitSelected(p.limits, a, oa, &req, TypePowerOfTwo)
+}
+
+// pressureBasis says which measure a pairwise comparison used, for explain output.
+func pressureBasis(a, b observation) string {
+	if a.native() && b.native() {
+		return "compared engine-reported pressure"
+	}
+	return "compared router-local in-flight (a sampled engine lacks a fresh native report)"
+}

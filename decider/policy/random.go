@@ -1,0 +1,38 @@
+package policy
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Random chooses uniformly among the candidates, then checks admission on its choice.
+type Random struct {
+	deps   Deps
+	limits admission.Limits
+}
+
+var _ Policy = (*Random)(nil)
+
+// NewRandom returns a uniform random policy with the given admission caps.
+func NewRandom(deps Deps, limits admission.Limits) *Random {
+	return &Random{deps: deps, limits: limits}
+}
+
+// Name implements Policy.
+func (p *Random) Name() string { return TypeRandom }
+
+// Pick implements Policy.
+func (p *Random) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+	if len(engines) == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	w := engines[rand.IntN(len(engines))]
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+	}
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRandom)
+}

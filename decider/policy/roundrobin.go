@@ -1,0 +1,41 @@
+package policy
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// RoundRobin rotates over the candidates with a cursor owned by this instance (one cursor per
+// role-group policy), then checks admission on the engine it landed on.
+type RoundRobin struct {
+	deps   Deps
+	limits admission.Limits
+	cursor atomic.Uint64
+}
+
+var _ Policy = (*RoundRobin)(nil)
+
+// NewRoundRobin returns a round-robin policy with the given admission caps.
+func NewRoundRobin(deps Deps, limits admission.Limits) *RoundRobin {
+	return &RoundRobin{deps: deps, limits: limits}
+}
+
+// Name implements Policy.
+func (p *RoundRobin) Name() string { return TypeRoundRobin }
+
+// Pick implements Policy.
+func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+	n := uint64(len(engines))
+	if n == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	w := engines[(p.cursor.Add(1)-1)%n]
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+	}
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRoundRobin)
+}

@@ -1,0 +1,52 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Trace records what one policy invocation considered, for Decide's explain output. It is only
+// allocated when the caller asked for an explanation.
+type Trace struct {
+	// Now is the time load ages are measured against (the policy's snapshot time).
+	Now time.Time
+	// Candidates lists the engines the policy looked at, in the order it evaluated them.
+	Candidates []CandidateNote
+	// Detail is a one-line summary of the decision path (which gate or fallback applied).
+	Detail string
+}
+
+// CandidateNote is one engine as the policy saw it.
+type CandidateNote struct {
+	EngineID  string
+	LoadKnown bool
+	Load      loadtable.View
+	LoadAge   time.Duration
+	InFlight  int64
+	// Rejection is the admission cap that refused the engine; empty if admitted or not checked.
+	Rejection string
+	// Note says what the policy did with the engine ("sampled", "selected", "tie", ...).
+	Note string
+}
+
+// note appends a candidate observation; a nil trace records nothing.
+func (t *Trace) note(w *registry.Worker, o observation, rejection, note string) {
+	if t == nil {
+		return
+	}
+	c := CandidateNote{EngineID: w.ID, LoadKnown: o.known, InFlight: o.inflight, Rejection: rejection, Note: note}
+	if o.known {
+		c.Load = o.view
+		c.LoadAge = o.view.Age(t.Now)
+	}
+	t.Candidates = append(t.Candidates, c)
+}
+
+// setDetail records the decision path; a nil trace records nothing.
+func (t *Trace) setDetail(s string) {
+	if t != nil {
+		t.Detail = s
+	}
+}

@@ -1,0 +1,141 @@
+package decider
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+func plainBucket(t *testing.T, id string, rank int64, l Limits) *Bucket {
+	t.Helper()
+	b, err := NewPlainBucket(id, rank, l, NewEngineGroup(registry.RolePlain, policy.NewRoundRobin(policy.Deps{}, admission.Limits{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ids(bs []*Bucket) []string {
+	out := []string{}
+	for _, b := range bs {
+		out = append(out, b.ID())
+	}
+	return out
+}
+
+func lim(minIn, maxIn, ctx int64) Limits {
+	return Limits{MinInput: minIn, MaxInput: maxIn, MaxContext: ctx}
+}
+
+func TestResolverOrdering(t *testing.T) {
+	buckets := []*Bucket{
+		plainBucket(t, "open-b", 0, lim(0, Unbounded, Unbounded)),
+		plainBucket(t, "open-a", 0, lim(0, Unbounded, Unbounded)),
+		plainBucket(t, "ranked-late", 10, lim(0, 4096, Unbounded)),
+		plainBucket(t, "tie-b", 5, lim(0, 4096, 8192)),
+		plainBucket(t, "tie-a", 5, lim(0, 4096, 8192)),
+		plainBucket(t, "ctx-bound", 99, lim(0, 100000, 2048)),
+		plainBucket(t, "open-ranked", -1, lim(0, Unbounded, Unbounded)),
+	}
+	r, err := NewBucketResolver(buckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Resolve(1000, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ctx-bound", "tie-a", "tie-b", "ranked-late", "open-ranked", "open-a", "open-b"}
+	if diff := cmp.Diff(want, ids(got)); diff != "" {
+		t.Errorf("Resolve() order mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestResolverFit(t *testing.T) {
+	r, err := NewBucketResolver([]*Bucket{
+		plainBucket(t, "short", 10, lim(0, 4096, 8192)),
+		plainBucket(t, "long", 20, lim(0, 131072, 131072)),
+		plainBucket(t, "mid-only", 0, lim(1000, 2000, Unbounded)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		input   int64
+		peak    int64
+		hasPeak bool
+		want    []string
+	}{
+		{"peak only fits the larger bucket", 4000, 16000, true, []string{"long"}},
+		{"known small peak fits both", 4000, 8000, true, []string{"short", "long"}},
+		{"peak exactly at context capacity fits", 4000, 8192, true, []string{"short", "long"}},
+		{"peak one above context capacity skips", 4000, 8193, true, []string{"long"}},
+		{"unknown peak checks input only", 4000, 0, false, []string{"short", "long"}},
+		{"input at inclusive max fits", 4096, 0, false, []string{"short", "long"}},
+		{"input one above max skips", 4097, 0, false, []string{"long"}},
+		{"input at inclusive min fits", 1000, 0, false, []string{"mid-only", "short", "long"}},
+		{"input one below min skips", 999, 0, false, []string{"short", "long"}},
+		{"nothing fits", 200000, 0, false, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Resolve(tt.input, tt.peak, tt.hasPeak)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
+				t.Errorf("Resolve(%d, %d) mismatch (-want +got):\n%s", tt.input, tt.peak, diff)
+			}
+		})
+	}
+}
+
+func TestResolverInvalidSignal(t *testing.T) {
+	r, err := NewBucketResolver([]*Bucket{plainBucket(t, "all", 0, lim(0, Unbounded, Unbounded))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name        string
+		input, peak int64
+		reason      string
+	}{
+		{"peak below input", 100, 99, ReasonPeakBelowInput},
+		{"negative input", -1, 0, ReasonInvalidInputTokens},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.Resolve(tt.input, tt.peak, true)
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != KindInvalidArgument || e.Reason != tt.reason {
+				t.Errorf("Resolve() error = %v, want %s InvalidArgument", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestBucketConstruction(t *testing.T) {
+	rr := policy.NewRoundRobin(policy.Deps{}, admission.Limits{})
+	if _, err := NewPDBucket("pd", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePrefill, rr), nil); err == nil {
+		t.Error("NewPDBucket accepted a missing decode group")
+	}
+	if _, err := NewPDBucket("pd", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RoleDecode, rr), NewEngineGroup(registry.RoleDecode, rr)); err == nil {
+		t.Error("NewPDBucket accepted a decode group in the prefill slot")
+	}
+	if _, err := NewPlainBucket("p", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePrefill, rr)); err == nil {
+		t.Error("NewPlainBucket accepted a prefill group")
+	}
+	if _, err := NewPlainBucket("", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePlain, rr)); err == nil {
+		t.Error("NewPlainBucket accepted an empty id")
+	}
+	if _, err := NewPlainBucket("inv", 0, lim(10, 5, Unbounded), NewEngineGroup(registry.RolePlain, rr)); err == nil {
+		t.Error("NewPlainBucket accepted an inverted range")
+	}
+	if _, err := NewBucketResolver([]*Bucket{plainBucket(t, "x", 0, lim(0, 1, 1)), plainBucket(t, "x", 1, lim(0, 1, 1))}); err == nil {
+		t.Error("NewBucketResolver accepted duplicate ids")
+	}
+}
