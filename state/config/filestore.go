@@ -1,0 +1,361 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultPollInterval is how often [FileStore.Run] checks the file when
+// FileStoreConfig.PollInterval is zero.
+const DefaultPollInterval = 2 * time.Second
+
+// SourceDefaults is the Snapshot.Source of a store without a file.
+const SourceDefaults = "defaults"
+
+// Snapshot is one immutable, validated version of the configuration.
+type Snapshot struct {
+	// Version starts at 1 and grows by one with each reload or Apply.
+	Version int64
+	// Document is valid and shared by every reader: never modify it; use
+	// Document.Clone to derive a new one.
+	Document *Document
+	// Source is the file path, or SourceDefaults.
+	Source string
+	// LoadedAt is when this version was loaded or applied.
+	LoadedAt time.Time
+}
+
+// FileStoreConfig holds the optional settings of a [FileStore].
+type FileStoreConfig struct {
+	// PollInterval is how often Run checks the file; zero means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Validate reports settings that cannot work.
+func (c FileStoreConfig) Validate() error {
+	if c.PollInterval < 0 {
+		return fmt.Errorf("file store: poll_interval %v must not be negative; use 0 for the default %v", c.PollInterval, DefaultPollInterval)
+	}
+	return nil
+}
+
+// FileStore serves a configuration file as versioned snapshots. Readers call
+// Current (lock-free) or Subscribe; Run watches the file; Apply replaces it.
+// A store created with an empty path serves the empty document (all
+// defaults) and is read-only.
+type FileStore struct {
+	logger *slog.Logger
+	path   string
+	format Format
+	poll   time.Duration
+
+	current atomic.Pointer[Snapshot]
+
+	mu       sync.Mutex // serialises reloads, Apply and subscriber changes
+	subs     map[int]chan Snapshot
+	nextSub  int
+	stat     fileStat // of the file as last read
+	readAt   time.Time
+	hash     [sha256.Size]byte // of the content behind current
+	badHash  [sha256.Size]byte // last invalid content already logged
+	haveBad  bool
+	missing  bool // the file is gone and that was logged
+	now      func() time.Time
+	tempHook func(name string) // test hook: called with the temp file before rename
+}
+
+type fileStat struct {
+	size    int64
+	modTime time.Time
+}
+
+// NewFileStore reads and validates path once. An unreadable or invalid file
+// is an error listing every problem (a [*ValidationError] inside). The
+// format follows the extension ([FormatForPath]).
+func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &FileStore{
+		logger: logger,
+		path:   path,
+		format: FormatForPath(path),
+		poll:   cfg.PollInterval,
+		subs:   map[int]chan Snapshot{},
+		now:    time.Now,
+	}
+	if s.poll == 0 {
+		s.poll = DefaultPollInterval
+	}
+	if path == "" {
+		s.current.Store(&Snapshot{Version: 1, Document: &Document{}, Source: SourceDefaults, LoadedAt: s.now()})
+		return s, nil
+	}
+	data, st, err := s.read()
+	if err != nil {
+		return nil, fmt.Errorf("load configuration %q: %w", path, err)
+	}
+	doc, err := Parse(data, s.format)
+	if err != nil {
+		return nil, fmt.Errorf("load configuration %q: %w", path, err)
+	}
+	s.stat, s.readAt, s.hash = st, s.now(), sha256.Sum256(data)
+	s.current.Store(&Snapshot{Version: 1, Document: doc, Source: path, LoadedAt: s.readAt})
+	return s, nil
+}
+
+// Current returns the snapshot in force. It never blocks.
+func (s *FileStore) Current() Snapshot { return *s.current.Load() }
+
+// Subscribe returns a channel that receives each new snapshot after a
+// successful reload or Apply, and a func that unsubscribes and closes the
+// channel (safe to call more than once). The channel holds one snapshot;
+// a slow reader sees only the latest.
+func (s *FileStore) Subscribe() (<-chan Snapshot, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextSub
+	s.nextSub++
+	ch := make(chan Snapshot, 1)
+	s.subs[id] = ch
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.subs, id)
+			close(ch)
+		})
+	}
+}
+
+// Run polls the file every PollInterval until ctx is done, then returns nil.
+// A changed file (size, modification time, then content hash) is re-parsed:
+// a valid one that differs from the current document becomes the next
+// version and is published (edits to comments or layout alone do not); an invalid one is
+// logged at ERROR once per distinct content while the old version keeps
+// serving. A removed file is logged once and the old version kept.
+func (s *FileStore) Run(ctx context.Context) error {
+	if s.path == "" {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.check()
+		}
+	}
+}
+
+// check looks at the file once, as Run does on each tick.
+func (s *FileStore) check() {
+	if s.path == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, err := os.Stat(s.path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if !s.missing {
+				s.missing = true
+				s.logger.Warn("configuration file removed; keeping the loaded version", "path", s.path, "version", s.current.Load().Version)
+			}
+			return
+		}
+		s.logger.Warn("stat configuration file", "path", s.path, "error", err)
+		return
+	}
+	if s.missing {
+		s.missing = false
+		s.logger.Info("configuration file is back", "path", s.path)
+	}
+	st := fileStat{size: info.Size(), modTime: info.ModTime()}
+	// A write within the file system's timestamp granularity of the last
+	// read could leave size and mtime unchanged, so re-read while the last
+	// read was close to the modification time.
+	if st == s.stat && s.readAt.Sub(st.modTime) > time.Second {
+		return
+	}
+	data, st, err := s.read()
+	if err != nil {
+		s.logger.Warn("read configuration file", "path", s.path, "error", err)
+		return
+	}
+	s.stat, s.readAt = st, s.now()
+	sum := sha256.Sum256(data)
+	if sum == s.hash {
+		return
+	}
+	doc, err := Parse(data, s.format)
+	if err != nil {
+		if !s.haveBad || sum != s.badHash {
+			s.haveBad, s.badHash = true, sum
+			s.logger.Error("configuration file is invalid; keeping the loaded version",
+				"path", s.path, "version", s.current.Load().Version, "error", err)
+		}
+		return
+	}
+	s.hash = sum
+	if sameDocument(doc, s.current.Load().Document) {
+		return // e.g. only comments or formatting changed
+	}
+	snap := s.publishLocked(doc)
+	s.logger.Info("configuration reloaded", "path", s.path, "version", snap.Version)
+}
+
+// Apply validates doc, writes it to the file atomically (a temp file
+// in the same directory, fsync, rename, directory fsync) and publishes it as
+// the next version. The file is written as JSON when its name ends in .json
+// and as YAML otherwise. basedOn must be the current version, else a
+// [*ConflictError]; an invalid document yields a [*ValidationError]; a store
+// without a file returns [ErrReadOnly]. The store keeps its own copy of doc.
+func (s *FileStore) Apply(ctx context.Context, doc *Document, basedOn int64) (Snapshot, error) {
+	if s.path == "" {
+		return Snapshot{}, ErrReadOnly
+	}
+	if doc == nil {
+		return Snapshot{}, fmt.Errorf("apply configuration: nil document")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.current.Load().Version; basedOn != cur {
+		return Snapshot{}, &ConflictError{Current: cur}
+	}
+	if err := doc.Validate(); err != nil {
+		return Snapshot{}, err
+	}
+	data, err := Marshal(doc, s.format)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	// Re-parse what is written so the snapshot is exactly what a reload of
+	// the file would produce, and shares nothing with the caller.
+	stored, err := Parse(data, s.format)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("apply configuration: written form does not parse back: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	if err := s.writeAtomic(data); err != nil {
+		return Snapshot{}, fmt.Errorf("apply configuration %q: %w", s.path, err)
+	}
+	if info, err := os.Stat(s.path); err == nil {
+		s.stat = fileStat{size: info.Size(), modTime: info.ModTime()}
+	}
+	s.readAt, s.hash, s.missing = s.now(), sha256.Sum256(data), false
+	snap := s.publishLocked(stored)
+	s.logger.Info("configuration applied", "path", s.path, "version", snap.Version)
+	return snap, nil
+}
+
+func (s *FileStore) publishLocked(doc *Document) Snapshot {
+	snap := Snapshot{Version: s.current.Load().Version + 1, Document: doc, Source: s.path, LoadedAt: s.now()}
+	s.current.Store(&snap)
+	for _, ch := range s.subs {
+		select {
+		case ch <- snap:
+		default:
+			// Full: replace the stale snapshot. Only this goroutine sends
+			// (under mu), so after the drain the send cannot block.
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- snap
+		}
+	}
+	return snap
+}
+
+// sameDocument reports whether a and b encode identically.
+func sameDocument(a, b *Document) bool {
+	ja, errA := Marshal(a, FormatJSON)
+	jb, errB := Marshal(b, FormatJSON)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// read returns the file's content and the stat it had when opened.
+func (s *FileStore) read() ([]byte, fileStat, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, fileStat{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fileStat{}, err
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, fileStat{}, err
+	}
+	return buf.Bytes(), fileStat{size: info.Size(), modTime: info.ModTime()}, nil
+}
+
+func (s *FileStore) writeAtomic(data []byte) (err error) {
+	dir, base := filepath.Split(s.path)
+	if dir == "" {
+		dir = "."
+	}
+	mode := fs.FileMode(0o644)
+	if info, err := os.Stat(s.path); err == nil {
+		mode = info.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if s.tempHook != nil {
+		s.tempHook(tmp.Name())
+	}
+	if err = os.Rename(tmp.Name(), s.path); err != nil {
+		return err
+	}
+	// Make the rename itself durable.
+	d, derr := os.Open(dir)
+	if derr != nil {
+		return nil
+	}
+	defer d.Close()
+	_ = d.Sync()
+	return nil
+}

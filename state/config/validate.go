@@ -1,0 +1,450 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+)
+
+const maxBucketIDLen = 128
+
+// Validate checks every semantic rule and returns a [*ValidationError]
+// listing all problems, or nil. A nil document is valid (all defaults).
+// Worker ids named by groups are checked against Workers only when the
+// document lists workers; otherwise they are checked at run time.
+func (d *Document) Validate() error {
+	if d == nil {
+		return nil
+	}
+	v := &validator{}
+	v.document(d)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+type validator struct {
+	problems []Problem
+	workers  map[string]string // id → role, nil when the document lists none
+}
+
+func (v *validator) addf(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) document(d *Document) {
+	v.workerList(d.Workers)
+	if d.Buckets != nil && len(d.Buckets) == 0 {
+		v.addf("buckets", "empty list; omit the key for the default plain and pd buckets")
+	}
+	ids := map[string]int{}
+	for i, b := range d.Buckets {
+		v.bucket(b, index("buckets", i), ids, i)
+	}
+	v.stagePolicies(d.DefaultPolicy, "default_policy")
+	for _, name := range sortedKeys(d.Models) {
+		p := mapKey("models", name)
+		if strings.TrimSpace(name) == "" {
+			v.addf(p, "model id must not be empty; name the model these settings apply to")
+		}
+		v.stagePolicies(d.Models[name].DefaultPolicy, join(p, "default_policy"))
+	}
+}
+
+func (v *validator) workerList(ws []WorkerSpec) {
+	if ws == nil {
+		return
+	}
+	v.workers = map[string]string{}
+	if len(ws) == 0 {
+		v.addf("workers", "empty list; omit the key to check worker ids against the live registry instead")
+		return
+	}
+	firstIndex := map[string]int{}
+	// modelKind records, per model, the first worker serving it as plain
+	// ("plain") or as prefill/decode ("pd"), to reject mixing the two.
+	type seenAt struct {
+		kind  string
+		index int
+	}
+	modelKind := map[string]seenAt{}
+	for i, w := range ws {
+		p := index("workers", i)
+		switch first, dup := firstIndex[w.ID]; {
+		case w.ID == "":
+			v.addf(join(p, "id"), "required; give the worker a unique id")
+		case dup:
+			v.addf(join(p, "id"), "duplicate worker id %q (also workers[%d]); worker ids must be unique", w.ID, first)
+		default:
+			firstIndex[w.ID] = i
+			v.workers[w.ID] = w.Role
+		}
+		if u, err := url.Parse(w.URL); w.URL == "" {
+			v.addf(join(p, "url"), `required; set the engine's base URL such as "http://10.0.0.5:30000"`)
+		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.addf(join(p, "url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000"`)
+		}
+		if len(w.Models) == 0 {
+			v.addf(join(p, "models"), "required; list at least one model id the engine serves")
+		}
+		v.stringSet(w.Models, join(p, "models"), "model")
+		switch w.Role {
+		case "":
+			v.addf(join(p, "role"), "required; set plain, prefill or decode")
+		case RolePlain, RolePrefill, RoleDecode:
+			kind := "pd"
+			if w.Role == RolePlain {
+				kind = "plain"
+			}
+			for _, m := range w.Models {
+				first, ok := modelKind[m]
+				if !ok {
+					modelKind[m] = seenAt{kind, i}
+					continue
+				}
+				if first.kind != kind && first.kind != "reported" {
+					v.addf(join(p, "role"), "model %q already has %s engines (workers[%d]); a model's engines must be all plain or all prefill/decode",
+						m, map[string]string{"plain": "plain", "pd": "prefill/decode"}[first.kind], first.index)
+					modelKind[m] = seenAt{"reported", i}
+				}
+			}
+		default:
+			v.addf(join(p, "role"), "unknown role %q; set plain, prefill or decode", w.Role)
+		}
+		if w.BootstrapPort != 0 {
+			if w.Role != RolePrefill && (w.Role == RolePlain || w.Role == RoleDecode) {
+				v.addf(join(p, "bootstrap_port"), "only valid for prefill workers (role is %s); remove it", w.Role)
+			} else if w.BootstrapPort > 65535 {
+				v.addf(join(p, "bootstrap_port"), "must be a port number between 1 and 65535")
+			}
+		}
+		for _, k := range sortedKeys(w.Labels) {
+			if k == "" {
+				v.addf(mapKey(join(p, "labels"), k), "label key must not be empty")
+			}
+		}
+	}
+}
+
+// stringSet checks that a list's entries are non-empty and unique.
+func (v *validator) stringSet(items []string, path, what string) {
+	first := map[string]int{}
+	for i, s := range items {
+		ip := index(path, i)
+		if strings.TrimSpace(s) == "" {
+			v.addf(ip, "%s id must not be empty", what)
+			continue
+		}
+		if j, dup := first[s]; dup {
+			v.addf(ip, "duplicate %s %q (also at index %d); list it once", what, s, j)
+			continue
+		}
+		first[s] = i
+	}
+}
+
+func (v *validator) bucket(b BucketSpec, p string, ids map[string]int, i int) {
+	idPath := join(p, "id")
+	switch first, dup := ids[b.ID]; {
+	case b.ID == "":
+		v.addf(idPath, "required; give the bucket a unique id")
+	case len(b.ID) > maxBucketIDLen:
+		v.addf(idPath, "must be at most %d characters", maxBucketIDLen)
+	case strings.IndexFunc(b.ID, func(r rune) bool { return !bucketIDRune(r) }) >= 0:
+		v.addf(idPath, "must use only letters, digits, '.', '_' and '-'")
+	case dup:
+		v.addf(idPath, "duplicate bucket id %q (also buckets[%d]); bucket ids must be unique", b.ID, first)
+	default:
+		ids[b.ID] = i
+	}
+	if b.Models != nil && len(b.Models) == 0 {
+		v.addf(join(p, "models"), "empty list; omit the key to serve every model")
+	}
+	v.stringSet(b.Models, join(p, "models"), "model")
+	lp := join(p, "limits")
+	if b.Limits.Min < 0 {
+		v.addf(join(lp, "min"), "must be >= 0")
+	}
+	if b.Limits.Max != nil && *b.Limits.Max < b.Limits.Min {
+		v.addf(join(lp, "max"), "must be >= limits.min (%d); omit it for no upper bound", b.Limits.Min)
+	}
+	if c := b.MaxContextTokens; c != nil {
+		if *c < 1 {
+			v.addf(join(p, "max_context_tokens"), "must be >= 1; omit it for unbounded context")
+		} else if *c < b.Limits.Min {
+			v.addf(join(p, "max_context_tokens"), "is below limits.min (%d), so no request could ever fit; raise it or lower limits.min", b.Limits.Min)
+		}
+	}
+	gp := join(p, "groups")
+	switch g := b.Groups; {
+	case g.Plain == nil && g.PD == nil:
+		v.addf(gp, "required; set exactly one of plain or pd")
+	case g.Plain != nil && g.PD != nil:
+		v.addf(gp, "set exactly one of plain or pd, not both")
+	case g.Plain != nil:
+		v.group(g.Plain, join(gp, "plain"), StagePlain)
+	default:
+		pp := join(gp, "pd")
+		if g.PD.Prefill == nil {
+			v.addf(join(pp, "prefill"), "required; a pd bucket needs both prefill and decode groups")
+		} else {
+			v.group(g.PD.Prefill, join(pp, "prefill"), StagePrefill)
+		}
+		if g.PD.Decode == nil {
+			v.addf(join(pp, "decode"), "required; a pd bucket needs both prefill and decode groups")
+		} else {
+			v.group(g.PD.Decode, join(pp, "decode"), StageDecode)
+		}
+	}
+}
+
+func bucketIDRune(r rune) bool {
+	return r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+func (v *validator) group(g *GroupSpec, p, stage string) {
+	if g.WorkerIDs != nil {
+		wp := join(p, "worker_ids")
+		first := map[string]int{}
+		for i, id := range *g.WorkerIDs {
+			ip := index(wp, i)
+			if id == "" {
+				v.addf(ip, "worker id must not be empty")
+				continue
+			}
+			if j, dup := first[id]; dup {
+				v.addf(ip, "duplicate worker id %q (also at index %d); list it once", id, j)
+				continue
+			}
+			first[id] = i
+			if v.workers == nil {
+				continue
+			}
+			role, ok := v.workers[id]
+			switch {
+			case !ok:
+				v.addf(ip, "worker %q is not listed in workers; add it there or remove it from this group", id)
+			case role != stage && (role == RolePlain || role == RolePrefill || role == RoleDecode):
+				v.addf(ip, "worker %q has role %s; a %s group takes %s engines", id, role, stage, stage)
+			}
+		}
+	}
+	v.policy(g.Policy, join(p, "policy"), stage)
+}
+
+func (v *validator) stagePolicies(s *StagePolicies, p string) {
+	if s == nil {
+		return
+	}
+	v.policy(s.Plain, join(p, StagePlain), StagePlain)
+	v.policy(s.Prefill, join(p, StagePrefill), StagePrefill)
+	v.policy(s.Decode, join(p, StageDecode), StageDecode)
+}
+
+// policySetting describes one optional per-type setting of PolicySpec.
+type policySetting struct {
+	key   string
+	types []string
+	guard bool // pressure-guard tuning
+	isSet func(*PolicySpec) bool
+	check func(*PolicySpec) string // range problem, or ""
+}
+
+var (
+	cacheOnly  = []string{PolicyCacheAware}
+	bindingTTL = []string{PolicySessionAware, PolicySticky}
+)
+
+var policySettings = []policySetting{
+	{key: "min_match_tokens", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.MinMatchTokens != nil },
+		check: func(p *PolicySpec) string { return atLeast(*p.MinMatchTokens, 0, "") }},
+	{key: "min_match_ratio", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.MinMatchRatio != nil },
+		check: func(p *PolicySpec) string {
+			if r := *p.MinMatchRatio; !(r > 0 && r <= 1) {
+				return "must be in (0, 1]; omit it to turn the ratio gate off"
+			}
+			return ""
+		}},
+	{key: "candidate_min", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.CandidateMin != nil },
+		check: func(p *PolicySpec) string { return atLeast(*p.CandidateMin, 1, "") }},
+	{key: "candidate_ratio", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.CandidateRatio != nil },
+		check: func(p *PolicySpec) string {
+			if r := *p.CandidateRatio; !(r >= 0 && r <= 1) {
+				return "must be in [0, 1]"
+			}
+			return ""
+		}},
+	{key: "candidate_max", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.CandidateMax != nil },
+		check: func(p *PolicySpec) string {
+			lo := deref(p.CandidateMin, DefaultCandidateMin)
+			if lo < 1 {
+				return atLeast(*p.CandidateMax, 1, "")
+			}
+			if *p.CandidateMax < lo {
+				if p.CandidateMin == nil {
+					return fmt.Sprintf("must be >= candidate_min (default %d); raise it or set a lower candidate_min", lo)
+				}
+				return fmt.Sprintf("must be >= candidate_min (%d); raise it or lower candidate_min", lo)
+			}
+			return ""
+		}},
+	{key: "switch_margin_tokens", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.SwitchMarginTokens != nil },
+		check: func(p *PolicySpec) string { return atLeast(*p.SwitchMarginTokens, 0, "") }},
+	{key: "pressure_guard", types: cacheOnly, guard: true,
+		isSet: func(p *PolicySpec) bool { return p.PressureGuard != nil },
+		check: func(*PolicySpec) string { return "" }},
+	{key: "guard_absolute_tokens", types: cacheOnly, guard: true,
+		isSet: func(p *PolicySpec) bool { return p.GuardAbsoluteTokens != nil },
+		check: func(p *PolicySpec) string { return guardOn(p, atLeast(*p.GuardAbsoluteTokens, 1, "")) }},
+	{key: "guard_absolute_ms", types: cacheOnly, guard: true,
+		isSet: func(p *PolicySpec) bool { return p.GuardAbsoluteMillis != nil },
+		check: func(p *PolicySpec) string {
+			return guardOn(p, atLeast(*p.GuardAbsoluteMillis, 1, "omit it to turn the queue-time threshold off"))
+		}},
+	{key: "guard_factor", types: cacheOnly, guard: true,
+		isSet: func(p *PolicySpec) bool { return p.GuardFactor != nil },
+		check: func(p *PolicySpec) string {
+			if !(*p.GuardFactor > 1) {
+				return guardOn(p, "must be > 1, such as 1.5")
+			}
+			return guardOn(p, "")
+		}},
+	{key: "queue_limit", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.QueueLimit != nil },
+		check: func(p *PolicySpec) string {
+			return atLeast(*p.QueueLimit, 1, "omit it to turn the soft queue gate off")
+		}},
+	{key: "saturation_floor", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.SaturationFloor != nil },
+		check: func(p *PolicySpec) string {
+			f := *p.SaturationFloor
+			switch {
+			case p.QueueLimit == nil:
+				return "requires queue_limit; set queue_limit >= saturation_floor or remove saturation_floor"
+			case f < 1:
+				return "must be >= 1"
+			case *p.QueueLimit >= 1 && f > *p.QueueLimit:
+				return fmt.Sprintf("must be <= queue_limit (%d); lower it or raise queue_limit", *p.QueueLimit)
+			}
+			return ""
+		}},
+	{key: "miss_choices", types: cacheOnly,
+		isSet: func(p *PolicySpec) bool { return p.MissChoices != nil },
+		check: func(p *PolicySpec) string { return atLeast(*p.MissChoices, 1, "") }},
+	{key: "idle_timeout", types: bindingTTL,
+		isSet: func(p *PolicySpec) bool { return p.IdleTimeout != nil },
+		check: func(p *PolicySpec) string {
+			if p.IdleTimeout.Duration <= 0 {
+				return `must be positive, such as "600s"`
+			}
+			return ""
+		}},
+	{key: "fallback", types: []string{PolicySticky},
+		isSet: func(p *PolicySpec) bool { return p.Fallback != nil },
+		check: func(p *PolicySpec) string {
+			f := *p.Fallback
+			if msg, ok := droppedTypes[f]; ok {
+				return fmt.Sprintf("%q %s", f, msg)
+			}
+			if !slices.Contains(StickyFallbacks(), f) {
+				return fmt.Sprintf("unknown fallback %q; use one of %s", f, strings.Join(StickyFallbacks(), ", "))
+			}
+			return ""
+		}},
+}
+
+func atLeast(v, lo int64, hint string) string {
+	if v >= lo {
+		return ""
+	}
+	msg := fmt.Sprintf("must be >= %d", lo)
+	if hint != "" {
+		msg += "; " + hint
+	}
+	return msg
+}
+
+// guardOn adds a problem for guard tuning that pressure_guard: false
+// would silently ignore.
+func guardOn(p *PolicySpec, rangeProblem string) string {
+	if rangeProblem != "" {
+		return rangeProblem
+	}
+	if p.PressureGuard != nil && !*p.PressureGuard {
+		return "has no effect with pressure_guard: false; remove it or set pressure_guard: true"
+	}
+	return ""
+}
+
+func (v *validator) policy(pol *PolicySpec, p, stage string) {
+	if pol == nil {
+		return
+	}
+	tp := join(p, "type")
+	known := slices.Contains(PolicyTypes(), pol.Type)
+	switch {
+	case pol.Type == "":
+		v.addf(tp, "required; use one of %s", strings.Join(PolicyTypes(), ", "))
+	case droppedTypes[pol.Type] != "":
+		v.addf(tp, "type %q %s", pol.Type, droppedTypes[pol.Type])
+	case !known:
+		v.addf(tp, "unknown policy type %q; use one of %s", pol.Type, strings.Join(PolicyTypes(), ", "))
+	case pol.Type == PolicyCacheAware && stage == StageDecode:
+		v.addf(tp, "cache_aware needs prefill work; use power_of_two or load_based for decode")
+	}
+	for _, s := range policySettings {
+		if !s.isSet(pol) {
+			continue
+		}
+		sp := join(p, s.key)
+		if known && !slices.Contains(s.types, pol.Type) {
+			switch {
+			case s.guard:
+				v.addf(sp, "pressure-guard tuning applies to cache_aware only (type is %s); remove it", pol.Type)
+			case len(s.types) == 1:
+				v.addf(sp, "only valid for type %s (type is %s)", s.types[0], pol.Type)
+			default:
+				v.addf(sp, "only valid for types %s (type is %s)", strings.Join(s.types, " and "), pol.Type)
+			}
+			continue
+		}
+		if msg := s.check(pol); msg != "" {
+			v.addf(sp, "%s", msg)
+		}
+	}
+	if a := pol.Admission; a != nil {
+		ap := join(p, "admission")
+		for _, c := range []struct {
+			key string
+			val *int64
+		}{
+			{"max_running_requests", a.MaxRunningRequests},
+			{"max_waiting_requests", a.MaxWaitingRequests},
+			{"max_kv_tokens", a.MaxKVTokens},
+			{"max_pending_prefill_tokens", a.MaxPendingPrefillTokens},
+			{"max_inflight_requests", a.MaxInflightRequests},
+		} {
+			if c.val != nil && *c.val < 1 {
+				v.addf(join(ap, c.key), "must be >= 1; omit it to leave this metric unchecked")
+			}
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
