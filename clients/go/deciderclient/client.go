@@ -1,0 +1,155 @@
+// Package deciderclient is a small typed Go client for sluice's DeciderService over native
+// gRPC: per-attempt deadlines, an optional bearer token, and retries on Unavailable only when
+// asked (a Decide that returned Unavailable granted no lease, so retrying it is safe).
+package deciderclient
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+)
+
+// Client calls a decider. It is safe for concurrent use.
+type Client struct {
+	rpc  sluicev1.DeciderServiceClient
+	conn *grpc.ClientConn // owned when Dial created it
+	o    options
+}
+
+type options struct {
+	timeout     time.Duration
+	attempts    int
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	token       string
+	dialOptions []grpc.DialOption
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithTimeout bounds each attempt (default 1s); the caller's context still bounds the whole call.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithRetryUnavailable retries Decide up to attempts times in total when the decider answers
+// Unavailable (all buckets exhausted, or the decider itself unreachable), sleeping backoff
+// doubled per attempt with jitter, capped at 10 × backoff. attempts <= 1 disables retries
+// (the default).
+func WithRetryUnavailable(attempts int, backoff time.Duration) Option {
+	return func(o *options) { o.attempts, o.backoff, o.maxBackoff = attempts, backoff, 10*backoff }
+}
+
+// WithToken sends "authorization: Bearer <token>" on every call.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithDialOptions adds gRPC dial options (credentials, interceptors) used by Dial. Without
+// transport credentials Dial connects in plaintext.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+}
+
+func newOptions(opts []Option) options {
+	o := options{timeout: time.Second, attempts: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Dial returns a Client for target (host:port or any gRPC target string). Close releases it.
+func Dial(target string, opts ...Option) (*Client, error) {
+	o := newOptions(opts)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOptions...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), conn: conn, o: o}, nil
+}
+
+// New returns a Client over an existing connection, which the caller keeps owning.
+func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
+	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), o: newOptions(opts)}
+}
+
+// Close closes the connection Dial opened; it is a no-op for New.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.o.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.o.token)
+	}
+	if c.o.timeout > 0 {
+		return context.WithTimeout(ctx, c.o.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// Decide asks for an engine (or a prefill + decode pair). Errors are gRPC statuses; use Reason
+// and Rejections to read their details.
+func (c *Client) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	backoff := c.o.backoff
+	for attempt := 1; ; attempt++ {
+		actx, cancel := c.attemptCtx(ctx)
+		resp, err := c.rpc.Decide(actx, req)
+		cancel()
+		if err == nil || attempt >= c.o.attempts || status.Code(err) != codes.Unavailable {
+			return resp, err
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(sleep):
+		}
+		backoff = min(2*backoff, c.o.maxBackoff)
+	}
+}
+
+// Release frees a lease, reporting how the dispatch went. It returns false when the lease was
+// unknown, already released or expired.
+func (c *Client) Release(ctx context.Context, leaseID string, outcome sluicev1.ReleaseOutcome, failedEngineIDs ...string) (bool, error) {
+	actx, cancel := c.attemptCtx(ctx)
+	defer cancel()
+	resp, err := c.rpc.Release(actx, &sluicev1.ReleaseRequest{LeaseId: leaseID, Outcome: outcome, FailedEngineIds: failedEngineIDs})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetReleased(), nil
+}
+
+// Reason returns the machine-readable reason of a decider error (e.g. "NO_MATCHING_BUCKET",
+// "ADMISSION_REJECTED"), or "" when err carries none.
+func Reason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// Rejections returns the admission rejections an Unavailable error carries.
+func Rejections(err error) []*sluicev1.AdmissionRejection {
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*sluicev1.AdmissionRejections); ok {
+			return r.GetRejections()
+		}
+	}
+	return nil
+}

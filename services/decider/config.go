@@ -1,0 +1,84 @@
+package decider
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config is the decider service's configuration, bound to flags with SLUICE_* environment
+// fallbacks in main and validated at start-up.
+type Config struct {
+	// GRPCAddr is the native gRPC listener (the hot path has its own port).
+	GRPCAddr string
+	// HTTPAddr serves Connect, gRPC-Web, REST (grpc-gateway), /metrics and /healthz.
+	HTTPAddr string
+	// ConfigPath is a YAML or JSON configuration file; empty runs on the default buckets.
+	ConfigPath string
+	// ConfigPoll is how often the file is checked for changes.
+	ConfigPoll time.Duration
+	// LeaseTTL expires leases a caller never released.
+	LeaseTTL time.Duration
+	// LoadFreshness is how long an engine's load report counts as current.
+	LoadFreshness time.Duration
+	// ClockSkew is how far in the future a report's capture time may be.
+	ClockSkew time.Duration
+	// MaxTokenIDs caps token_ids per request.
+	MaxTokenIDs int
+	// ShutdownTimeout bounds the graceful drain.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults every flag starts from.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:        ":7070",
+		HTTPAddr:        ":7080",
+		ConfigPoll:      2 * time.Second,
+		LeaseTTL:        10 * time.Minute,
+		LoadFreshness:   5 * time.Second,
+		MaxTokenIDs:     2 << 20,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// RegisterFlags binds c's fields to fs; values already in c are the defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "native gRPC listen address")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address: Connect, gRPC-Web, REST, /metrics, /healthz")
+	fs.StringVar(&c.ConfigPath, "config", c.ConfigPath, "bucket/engine configuration file (YAML or JSON); empty = default buckets plain and pd")
+	fs.DurationVar(&c.ConfigPoll, "config-poll", c.ConfigPoll, "how often the configuration file is checked for changes")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "expire leases not released within this time")
+	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "how long an engine load report stays current")
+	fs.DurationVar(&c.ClockSkew, "clock-skew", c.ClockSkew, "tolerated clock skew of engine report capture times")
+	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+}
+
+// Validate checks every field and reports all problems, each naming the flag and the fix.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, a := range []struct{ flag, v string }{{"grpc-addr", c.GRPCAddr}, {"http-addr", c.HTTPAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("-%s %q: want host:port (e.g. :7070): %w", a.flag, a.v, err))
+		}
+	}
+	positive := []struct {
+		flag string
+		v    time.Duration
+	}{{"config-poll", c.ConfigPoll}, {"lease-ttl", c.LeaseTTL}, {"load-freshness", c.LoadFreshness}, {"shutdown-timeout", c.ShutdownTimeout}}
+	for _, p := range positive {
+		if p.v <= 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))
+		}
+	}
+	if c.ClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("-clock-skew %v: must not be negative", c.ClockSkew))
+	}
+	if c.MaxTokenIDs <= 0 {
+		errs = append(errs, fmt.Errorf("-max-token-ids %d: must be positive", c.MaxTokenIDs))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,264 @@
+// Package decider is the decider service: it serves sluice.v1.DeciderService and AdminService
+// over native gRPC on its own port, and over Connect, gRPC-Web and REST (grpc-gateway) on an
+// HTTP port beside /metrics and health endpoints. It owns the in-memory state (worker registry,
+// load table, leases) and the configuration store, and can be embedded (dev mode does).
+package decider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/decider/policy"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/inflight"
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/registry"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// Server is one decider process (or an embedded decider in dev mode).
+type Server struct {
+	logger  *slog.Logger
+	cfg     Config
+	reg     *registry.Registry
+	load    *loadtable.Table
+	leases  *inflight.Tracker
+	store   *config.FileStore
+	decider *decider.Decider
+
+	grpcLis, httpLis net.Listener
+	grpcServer       *grpc.Server
+	httpServer       *http.Server
+	health           *health.Server
+	gatewayMux       *runtime.ServeMux
+	svc              *deciderService
+}
+
+// New builds the state, loads the configuration (an invalid file is a start-up error listing
+// every problem) and binds both listeners, so Addr methods are valid on return. It starts no
+// goroutines: Run does.
+func New(logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st := slots.NewTable()
+	load, err := loadtable.New(st, loadtable.Config{Freshness: cfg.LoadFreshness, ClockSkew: cfg.ClockSkew})
+	if err != nil {
+		return nil, err
+	}
+	leases, err := inflight.New(st, inflight.Config{LeaseTTL: cfg.LeaseTTL}, nil)
+	if err != nil {
+		return nil, err
+	}
+	store, err := config.NewFileStore(logger, cfg.ConfigPath, config.FileStoreConfig{PollInterval: cfg.ConfigPoll})
+	if err != nil {
+		return nil, fmt.Errorf("load -config %q: %w", cfg.ConfigPath, err)
+	}
+	reg := registry.New(st)
+	d, err := decider.New(logger, reg, policy.Deps{Load: load, InFlight: leases}, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, decider: d}
+	if err := s.applyConfig(store.Current()); err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
+	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion)}
+	admin := &adminService{reg: reg, load: load, leases: leases, store: store}
+
+	s.grpcServer = grpc.NewServer()
+	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
+	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpcServer, s.health)
+	reflection.Register(s.grpcServer)
+
+	s.gatewayMux = runtime.NewServeMux()
+	ctx := context.Background()
+	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, grpcDecider{s: s.svc}); err != nil {
+		return nil, err
+	}
+	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, grpcAdmin{a: admin}); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}))
+	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
+	mux.Handle("/v1/", s.gatewayMux)
+	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", s.ready)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.httpServer = &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+
+	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("-grpc-addr %s: %w", cfg.GRPCAddr, err)
+	}
+	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		s.grpcLis.Close()
+		return nil, fmt.Errorf("-http-addr %s: %w", cfg.HTTPAddr, err)
+	}
+	return s, nil
+}
+
+// GRPCAddr is the bound native gRPC address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address (Connect, REST, /metrics).
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Registry is the worker registry, for embedding (dev mode registers simulated engines).
+func (s *Server) Registry() *registry.Registry { return s.reg }
+
+// LoadTable is the engine load table, which ingestion (or tests) feed.
+func (s *Server) LoadTable() *loadtable.Table { return s.load }
+
+// Leases is the in-flight lease tracker.
+func (s *Server) Leases() *inflight.Tracker { return s.leases }
+
+// applyConfig installs a snapshot: its workers (when the document lists any) and its buckets.
+// The buckets are checked first so a snapshot that cannot be built changes nothing.
+func (s *Server) applyConfig(snap config.Snapshot) error {
+	if err := s.decider.Check(snap.Document); err != nil {
+		return err
+	}
+	if snap.Document.Workers != nil {
+		workers, err := workersFromConfig(snap.Document.Workers)
+		if err != nil {
+			return err
+		}
+		if err := s.reg.Replace(workers); err != nil {
+			return err
+		}
+	}
+	return s.decider.Apply(snap)
+}
+
+func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
+	out := make([]registry.Worker, 0, len(specs))
+	for i, ws := range specs {
+		role, err := registry.ParseRole(ws.Role)
+		if err != nil {
+			return nil, fmt.Errorf("workers[%d] (%q): %w", i, ws.ID, err)
+		}
+		out = append(out, registry.Worker{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
+			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels})
+	}
+	return out, nil
+}
+
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
+// listeners stop accepting, in-flight calls finish or are cut at the deadline.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := s.httpServer.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return ignoreCancel(s.store.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.leases.Run(gctx)) })
+	g.Go(func() error { return s.watchConfig(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		return s.shutdown()
+	})
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, svc := range []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName} {
+		s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	s.logger.Info("decider serving", slog.String("grpc_addr", s.GRPCAddr()), slog.String("http_addr", s.HTTPAddr()),
+		slog.Int64("config_version", s.decider.ConfigVersion()))
+	return g.Wait()
+}
+
+func (s *Server) watchConfig(ctx context.Context) error {
+	ch, cancel := s.store.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case snap := <-ch:
+			if err := s.applyConfig(snap); err != nil {
+				s.logger.Error("configuration reload refused; still serving the previous version",
+					slog.Int64("config_version", snap.Version), slog.Int64("serving_version", s.decider.ConfigVersion()), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+func (s *Server) shutdown() error {
+	s.health.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpcServer.GracefulStop()
+		close(done)
+	}()
+	herr := s.httpServer.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpcServer.Stop()
+		<-done
+	}
+	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) {
+		return fmt.Errorf("http shutdown: %w", herr)
+	}
+	s.logger.Info("decider stopped")
+	return nil
+}
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,116 @@
+// Command sluice is the one binary of sluice: each subcommand runs one process. The main only
+// parses flags (with SLUICE_* environment fallbacks), builds a logger and runs the service
+// package under a signal-cancelled context.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/internal/flagenv"
+)
+
+const envPrefix = "SLUICE_"
+
+var commands = []struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stderr io.Writer) error
+}{
+	{"decider", "run the decider: Decide/Release over gRPC, Connect and REST", runDecider},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return errors.New("missing command")
+		}
+		return nil
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stderr)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sluice <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery flag can also be set by environment: -grpc-addr is SLUICE_GRPC_ADDR.")
+}
+
+// logFlags are shared by every long-running command.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log-format", "json", "log format: json or text")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: use debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(l.format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: use json or text", l.format)
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	flagenv.Usage(fs, envPrefix)
+	return flagenv.Parse(fs, envPrefix, args)
+}
+
+func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice decider", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := decider.DefaultConfig()
+	cfg.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := decider.New(logger, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
