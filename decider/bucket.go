@@ -122,6 +122,8 @@ type BucketRequest struct {
 	RoutingKey         string
 	// Exclude lists engine ids the caller already failed on.
 	Exclude []string
+	// Prefix memoises the prefix lookup across this call's bucket and group attempts.
+	Prefix *policy.PrefixMemo
 }
 
 // BucketPick is a complete selection from one bucket: Plain for a plain bucket, or Prefill and
@@ -175,6 +177,7 @@ func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *Buc
 		TokenIDs:           req.TokenIDs,
 		SessionKey:         req.SessionKey,
 		RoutingKey:         req.RoutingKey,
+		Prefix:             req.Prefix,
 	}
 	if tr != nil {
 		pr.Trace = tr.stage(g.role, g)

@@ -204,6 +204,10 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 		RoutingKey:         req.RoutingKey,
 		Exclude:            req.ExcludeEngineIDs,
 	}
+	if len(req.TokenIDs) > 0 {
+		// One prefix lookup per call, shared by every bucket and group that asks for it.
+		br.Prefix = &policy.PrefixMemo{}
+	}
 	var ex *explainer
 	var tr stageTracer
 	if req.Explain {

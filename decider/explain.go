@@ -30,11 +30,13 @@ type StageAttempt struct {
 	Role       registry.Role
 	Policy     string
 	Candidates []policy.CandidateNote
-	// Outcome is "picked", "no_candidates", "admission_rejected" or "error".
+	// Outcome is "picked", "no_candidates", "admission_rejected" or "policy_error".
 	Outcome        string
 	PickedEngineID string
 	Reason         string
 	Detail         string
+	// PrefixLookup is what a cache-aware policy's prefix lookup found; 0 for other policies.
+	PrefixLookup policy.PrefixStatus
 }
 
 // ExplainedError carries the explanation of a failed Decide call; it is the Err of the *Error.
@@ -74,6 +76,7 @@ func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
 	s := &a.Stages[len(a.Stages)-1]
 	s.Candidates = t.Candidates
 	s.Detail = t.Detail
+	s.PrefixLookup = t.Prefix
 	for _, c := range t.Candidates {
 		if c.LoadKnown && c.LoadAge > x.ex.OldestLoadAge {
 			x.ex.OldestLoadAge = c.LoadAge
@@ -87,7 +90,7 @@ func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
 	case isRejected(err):
 		s.Outcome = "admission_rejected"
 	default:
-		s.Outcome = "error"
+		s.Outcome = "policy_error"
 		s.Detail = err.Error()
 	}
 }

@@ -8,41 +8,58 @@ import (
 )
 
 // New builds the policy a validated configuration describes, wired to the shared state in deps.
-// Types whose state dependencies this decider does not provide return an error wrapping
-// ErrInvalidConfiguration, so the configuration is refused at load time, never at request time.
+// A policy whose state dependency deps lacks (a prefix source for cache_aware, an affinity store
+// for session_aware and sticky) is an error wrapping ErrInvalidConfiguration, so the
+// configuration is refused at load time, never at request time.
 func New(spec config.PolicySpec, deps Deps) (Policy, error) {
-	limits := Limits(spec.Admission)
-	switch spec.Type {
-	case TypeRoundRobin:
-		return NewRoundRobin(deps, limits), nil
-	case TypeRandom:
-		return NewRandom(deps, limits), nil
-	case TypePowerOfTwo, "":
-		return NewPowerOfTwo(deps, limits), nil
-	case TypeLoadBased:
-		return NewLeastLoad(deps, limits), nil
-	case TypeCacheAware, TypeSessionAware, TypeSticky:
-		return nil, fmt.Errorf("policy type %q is not supported by this release of the decider; use power_of_two, load_based, round_robin or random: %w", spec.Type, ErrInvalidConfiguration)
+	r := spec.Resolved()
+	limits := Limits(r.Admission)
+	switch r.Type {
+	case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased, "":
+		return newBasic(r.Type, deps, limits), nil
+	case TypeCacheAware:
+		if deps.Prefix == nil {
+			return nil, fmt.Errorf("policy cache_aware needs a KV prefix index; start the decider with KV-event ingestion: %w", ErrInvalidConfiguration)
+		}
+		return NewCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
+	case TypeSessionAware:
+		if deps.Affinity == nil {
+			return nil, fmt.Errorf("policy session_aware needs an affinity store: %w", ErrInvalidConfiguration)
+		}
+		return NewSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
+	case TypeSticky:
+		if deps.Affinity == nil {
+			return nil, fmt.Errorf("policy sticky needs an affinity store: %w", ErrInvalidConfiguration)
+		}
+		switch r.Fallback {
+		case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased:
+		default:
+			return nil, fmt.Errorf("sticky fallback %q: use round_robin, random, power_of_two or load_based: %w", r.Fallback, ErrInvalidConfiguration)
+		}
+		return NewSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
 	}
 	return nil, fmt.Errorf("unknown policy type %q: %w", spec.Type, ErrInvalidConfiguration)
 }
 
-// Limits converts a configuration admission object to admission caps (unset caps are zero).
-func Limits(a *config.AdmissionSpec) admission.Limits {
-	if a == nil {
-		return admission.Limits{}
+func newBasic(typ string, deps Deps, limits admission.Limits) Policy {
+	switch typ {
+	case TypeRoundRobin:
+		return NewRoundRobin(deps, limits)
+	case TypeRandom:
+		return NewRandom(deps, limits)
+	case TypeLoadBased:
+		return NewLeastLoad(deps, limits)
 	}
-	val := func(p *int64) int64 {
-		if p == nil {
-			return 0
-		}
-		return *p
-	}
+	return NewPowerOfTwo(deps, limits)
+}
+
+// Limits converts resolved configuration caps to admission caps (unset caps are zero in both).
+func Limits(a config.AdmissionLimits) admission.Limits {
 	return admission.Limits{
-		MaxRunningRequests:      val(a.MaxRunningRequests),
-		MaxWaitingRequests:      val(a.MaxWaitingRequests),
-		MaxKVTokens:             val(a.MaxKVTokens),
-		MaxPendingPrefillTokens: val(a.MaxPendingPrefillTokens),
-		MaxInflightRequests:     val(a.MaxInflightRequests),
+		MaxRunningRequests:      a.MaxRunningRequests,
+		MaxWaitingRequests:      a.MaxWaitingRequests,
+		MaxKVTokens:             a.MaxKVTokens,
+		MaxPendingPrefillTokens: a.MaxPendingPrefillTokens,
+		MaxInflightRequests:     a.MaxInflightRequests,
 	}
 }

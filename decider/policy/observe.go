@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
 	"github.com/sluicehq/sluice/state/slots"
@@ -28,6 +29,10 @@ type InFlightReader interface {
 type Deps struct {
 	Load     LoadReader
 	InFlight InFlightReader
+	// Prefix is the KV prefix index cache-aware policies read; nil without KV ingestion.
+	Prefix PrefixSource
+	// Affinity holds session and sticky bindings; nil when no policy needs it.
+	Affinity *affinity.Store
 }
 
 // observation is one engine's load as a policy sees it during one pick.

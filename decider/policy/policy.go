@@ -49,6 +49,9 @@ type Request struct {
 	// SessionKey and RoutingKey are the affinity keys, empty when absent.
 	SessionKey string
 	RoutingKey string
+	// Prefix memoises the prefix lookup across every bucket and group attempt of one Decide
+	// call; nil looks up on each use.
+	Prefix *PrefixMemo
 	// Trace, when non-nil, collects what the policy considered (explain output). Policies must
 	// not allocate for tracing when it is nil.
 	Trace *Trace

@@ -14,6 +14,8 @@ type Trace struct {
 	Now time.Time
 	// Candidates lists the engines the policy looked at, in the order it evaluated them.
 	Candidates []CandidateNote
+	// Prefix is what the prefix lookup found, for cache-aware policies (0 when not looked up).
+	Prefix PrefixStatus
 	// Detail is a one-line summary of the decision path (which gate or fallback applied).
 	Detail string
 }
@@ -27,6 +29,9 @@ type CandidateNote struct {
 	InFlight  int64
 	// Rejection is the admission cap that refused the engine; empty if admitted or not checked.
 	Rejection string
+	// MatchedTokens and UncachedTokens describe a prefix holder (cache-aware policies only).
+	MatchedTokens  int64
+	UncachedTokens int64
 	// Note says what the policy did with the engine ("sampled", "selected", "tie", ...).
 	Note string
 }
@@ -42,6 +47,16 @@ func (t *Trace) note(w *registry.Worker, o observation, rejection, note string) 
 		c.LoadAge = o.view.Age(t.Now)
 	}
 	t.Candidates = append(t.Candidates, c)
+}
+
+// noteHolder appends a prefix holder with its matched and uncached tokens.
+func (t *Trace) noteHolder(h holder, input int64, rejection, note string) {
+	if t == nil {
+		return
+	}
+	t.note(h.w, h.o, rejection, note)
+	c := &t.Candidates[len(t.Candidates)-1]
+	c.MatchedTokens, c.UncachedTokens = input-h.uncached, h.uncached
 }
 
 // setDetail records the decision path; a nil trace records nothing.

@@ -1,0 +1,302 @@
+package policy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Cache-aware pick reasons.
+const (
+	ReasonCacheCandidate   = "cache_candidate"
+	ReasonSaturationPin    = "saturation_pin"
+	ReasonNoCacheCandidate = "no_cache_candidate"
+)
+
+// CacheAware prefers an engine that already holds a usable prefix of the request, under the
+// cache and pressure rules of DETAILS.md: hit thresholds, a bounded holder set ranked by
+// (uncached tokens, prefill pressure, id), a soft queue gate with saturation handling, hard
+// admission on every evaluated holder (a rejection never turns into a cold pick), a switch
+// margin with a pressure guard, and on a miss a power-of-k fallback over the engines that pass
+// the queue gate followed by this policy's admission. Plain and prefill groups only.
+type CacheAware struct {
+	deps   Deps
+	limits admission.Limits
+	s      config.CacheAwareSettings
+	source PrefixSource
+	intN   func(n int) int
+}
+
+var _ Policy = (*CacheAware)(nil)
+
+// NewCacheAware returns a cache-aware policy reading prefixes from source.
+func NewCacheAware(deps Deps, limits admission.Limits, s config.CacheAwareSettings, source PrefixSource) *CacheAware {
+	return &CacheAware{deps: deps, limits: limits, s: s, source: source, intN: rand.IntN}
+}
+
+// Name implements Policy.
+func (p *CacheAware) Name() string { return TypeCacheAware }
+
+// holder is a candidate that holds part of the request's prefix.
+type holder struct {
+	w        *registry.Worker
+	o        observation
+	uncached int64
+	gated    bool
+}
+
+// Pick implements Policy.
+func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+	if len(engines) == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	if req.Stage == registry.RoleDecode {
+		return Pick{}, fmt.Errorf("cache_aware on a decode group: %w", ErrInvalidConfiguration)
+	}
+	if p.source == nil {
+		return Pick{}, fmt.Errorf("cache_aware has no prefix source: %w", ErrInvalidConfiguration)
+	}
+	res, err := req.Prefix.Lookup(ctx, p.source, req.Model, req.TokenIDs)
+	if err != nil {
+		return Pick{}, fmt.Errorf("prefix lookup: %w", err)
+	}
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+		req.Trace.Prefix = res.Status
+	}
+	obs := make([]observation, len(engines))
+	for i, w := range engines {
+		obs[i] = p.deps.observe(snap, w)
+	}
+
+	// Steps 3-4: holders passing the thresholds, ranked, bounded to K.
+	var holders []holder
+	if res.Status == PrefixHit {
+		for _, m := range res.Matches {
+			i := slices.IndexFunc(engines, func(w *registry.Worker) bool { return w.Slot == m.Engine })
+			if i < 0 || m.Tokens <= 0 {
+				continue
+			}
+			matched := min(m.Tokens, req.InputTokens)
+			if matched < p.s.MinMatchTokens {
+				continue
+			}
+			if p.s.MinMatchRatio > 0 && float64(matched) < p.s.MinMatchRatio*float64(req.InputTokens) {
+				continue
+			}
+			holders = append(holders, holder{w: engines[i], o: obs[i], uncached: req.InputTokens - matched})
+		}
+	}
+	byPressure := setComparator(req.Stage, holdersObs(holders))
+	slices.SortFunc(holders, func(a, b holder) int {
+		if c := cmp.Compare(a.uncached, b.uncached); c != 0 {
+			return c
+		}
+		if c := byPressure(a.o, b.o); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.w.ID, b.w.ID)
+	})
+	k := int(min(int64(len(engines)), p.s.CandidateMax, max(p.s.CandidateMin, int64(math.Ceil(p.s.CandidateRatio*float64(len(engines)))))))
+	if len(holders) > k {
+		holders = holders[:k]
+	}
+
+	// Step 5: soft queue gate.
+	var open []holder
+	for i := range holders {
+		holders[i].gated = p.queued(holders[i].o, p.s.QueueLimit)
+		if !holders[i].gated {
+			open = append(open, holders[i])
+		}
+	}
+	reason := ReasonCacheCandidate
+	if len(holders) > 0 && len(open) == 0 && p.s.SaturationFloor == 0 && p.groupQueued(obs, p.s.QueueLimit) {
+		open, reason = holders, ReasonSaturationPin
+		req.Trace.setDetail("every holder and the whole group is queued: holders re-admitted")
+	}
+
+	// Step 6: hard admission on each remaining holder; margin and pressure guard.
+	var rejections []Rejection
+	var admitted []holder
+	for _, h := range open {
+		if limit := p.limits.Check(h.o.metrics()); limit != "" {
+			rejections = append(rejections, Rejection{EngineID: h.w.ID, Limit: limit})
+			req.Trace.noteHolder(h, req.InputTokens, limit, "holder")
+			continue
+		}
+		admitted = append(admitted, h)
+	}
+	if len(admitted) > 0 {
+		chosen := admitted[0]
+		detail := "least uncached holder"
+		for _, h := range admitted[1:] {
+			if h.uncached > admitted[0].uncached+p.s.SwitchMarginTokens {
+				break
+			}
+			if p.guardSwitch(chosen.o, h.o) {
+				chosen, detail = h, "pressure guard switched from "+chosen.w.ID
+			}
+		}
+		if req.Trace != nil {
+			for _, h := range holders {
+				if h.w != chosen.w && !slices.ContainsFunc(rejections, func(r Rejection) bool { return r.EngineID == h.w.ID }) {
+					note := "holder"
+					if h.gated && reason != ReasonSaturationPin {
+						note = "holder, queue-gated"
+					}
+					req.Trace.noteHolder(h, req.InputTokens, "", note)
+				}
+			}
+			req.Trace.noteHolder(chosen, req.InputTokens, "", "selected holder")
+			if req.Trace.Detail == "" {
+				req.Trace.setDetail(detail)
+			}
+		}
+		return Pick{Worker: chosen.w, Reason: reason}, nil
+	}
+
+	// Step 7: nothing admitted.
+	if len(holders) > 0 && p.s.SaturationFloor > 0 && !p.anyBelow(obs, p.s.SaturationFloor) {
+		gated := holders[:0:0]
+		for _, h := range holders {
+			if h.gated {
+				gated = append(gated, h)
+			}
+		}
+		if len(gated) > 0 {
+			pin := gated[0]
+			for _, h := range gated[1:] {
+				if byPressure(h.o, pin.o) < 0 {
+					pin = h
+				}
+			}
+			req.Trace.setDetail("saturation pin: no engine below the floor")
+			if limit := p.limits.Check(pin.o.metrics()); limit != "" {
+				req.Trace.noteHolder(pin, req.InputTokens, limit, "saturation pin")
+				return Pick{}, &RejectedError{Rejections: append(rejections, Rejection{EngineID: pin.w.ID, Limit: limit}), Exhausted: true}
+			}
+			req.Trace.noteHolder(pin, req.InputTokens, "", "saturation pin")
+			return Pick{Worker: pin.w, Reason: ReasonSaturationPin}, nil
+		}
+	}
+	if len(rejections) > 0 {
+		return Pick{}, &RejectedError{Rejections: rejections, Exhausted: len(rejections) > 1}
+	}
+
+	// Step 8: miss. Power-of-k over the engines that pass the queue gate (all if none do).
+	pool := make([]int, 0, len(engines))
+	for i := range engines {
+		if !p.queued(obs[i], p.s.QueueLimit) {
+			pool = append(pool, i)
+		}
+	}
+	if len(pool) == 0 {
+		for i := range engines {
+			pool = append(pool, i)
+		}
+	}
+	best := p.powerOfK(req.Stage, pool, obs)
+	if req.Trace != nil && req.Trace.Detail == "" {
+		req.Trace.setDetail(fmt.Sprintf("prefix %s: power-of-%d over %d engines passing the queue gate", res.Status, p.s.MissChoices, len(pool)))
+	}
+	return admitSelected(p.limits, engines[best], obs[best], &req, ReasonNoCacheCandidate)
+}
+
+// queued reports whether an engine reads a fresh waiting count at or above limit (0 = gate off).
+// Unknown load passes the gate.
+func (p *CacheAware) queued(o observation, limit int64) bool {
+	return limit > 0 && o.known && o.view.Waiting >= limit
+}
+
+// groupQueued reports whether every engine of the group provably reads waiting >= limit.
+func (p *CacheAware) groupQueued(obs []observation, limit int64) bool {
+	for _, o := range obs {
+		if !p.queued(o, limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// anyBelow reports whether some engine reads a fresh waiting count below floor.
+func (p *CacheAware) anyBelow(obs []observation, floor int64) bool {
+	for _, o := range obs {
+		if o.known && o.view.Waiting < floor {
+			return true
+		}
+	}
+	return false
+}
+
+// guardSwitch reports whether cur is materially more pressured than other: its measure exceeds
+// other's by the absolute threshold and by the factor. The measure is waiting uncached tokens,
+// or estimated queue milliseconds when a millisecond threshold is set and both have one.
+// Without native reports on both, the guard never switches.
+func (p *CacheAware) guardSwitch(cur, other observation) bool {
+	if !p.s.PressureGuard || !cur.native() || !other.native() {
+		return false
+	}
+	if p.s.GuardAbsoluteMillis > 0 && cur.view.HasQueueTime && other.view.HasQueueTime {
+		c, o := float64(cur.view.QueueTime.Milliseconds()), float64(other.view.QueueTime.Milliseconds())
+		return c-o >= float64(p.s.GuardAbsoluteMillis) && c > p.s.GuardFactor*o
+	}
+	c, o := float64(cur.view.WaitingUncachedTokens), float64(other.view.WaitingUncachedTokens)
+	return c-o >= float64(p.s.GuardAbsoluteTokens) && c > p.s.GuardFactor*o
+}
+
+// powerOfK samples k distinct engines of pool and returns the index of the least pressured
+// (the first sampled on a tie); when k covers the pool it takes the exact minimum. The set
+// comparator keeps the choice transitive.
+func (p *CacheAware) powerOfK(stage registry.Role, pool []int, obs []observation) int {
+	k := int(p.s.MissChoices)
+	sample := pool
+	if k < len(pool) {
+		sample = slices.Clone(pool)
+		for i := range k { // partial Fisher-Yates
+			j := i + p.intN(len(sample)-i)
+			sample[i], sample[j] = sample[j], sample[i]
+		}
+		sample = sample[:k]
+	}
+	set := make([]observation, len(sample))
+	for i, idx := range sample {
+		set[i] = obs[idx]
+	}
+	less := setComparator(stage, set)
+	best := sample[0]
+	for _, idx := range sample[1:] {
+		if less(obs[idx], obs[best]) < 0 {
+			best = idx
+		}
+	}
+	return best
+}
+
+func holdersObs(hs []holder) []observation {
+	out := make([]observation, len(hs))
+	for i, h := range hs {
+		out[i] = h.o
+	}
+	return out
+}
+
+// setComparator returns the pressure order for ranking a whole set: engine-reported values only
+// when every member has a fresh native view, otherwise router-local in-flight for all, so the
+// order is transitive.
+func setComparator(stage registry.Role, set []observation) func(a, b observation) int {
+	for _, o := range set {
+		if !o.native() {
+			return func(a, b observation) int { return cmp.Compare(a.inflight, b.inflight) }
+		}
+	}
+	return func(a, b observation) int { return comparePressure(stage, a, b) }
+}

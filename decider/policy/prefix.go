@@ -1,0 +1,114 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// PrefixMatch is how deep one engine holds a request's prefix.
+type PrefixMatch struct {
+	Engine slots.Slot
+	// Tokens is the matched prefix length in tokens (full blocks only).
+	Tokens int64
+}
+
+// PrefixSource answers prefix lookups for cache-aware policies: the local KV index, or a remote
+// indexer. It returns the deepest match per engine, appended to out.
+//
+// An unreachable or timed-out backend returns an error wrapping ErrPrefixUnavailable (the policy
+// treats it as a miss and reports it as unavailable); any other error is a rejected query and
+// stops routing.
+type PrefixSource interface {
+	LookupPrefix(ctx context.Context, model string, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error)
+}
+
+// ErrPrefixUnavailable marks a prefix backend that could not answer.
+var ErrPrefixUnavailable = errors.New("prefix index unavailable")
+
+// PrefixStatus says what a memoised lookup found.
+type PrefixStatus uint8
+
+const (
+	// PrefixNoTokens: the request carried no token ids; nothing was looked up.
+	PrefixNoTokens PrefixStatus = iota + 1
+	// PrefixHit: at least one engine holds part of the prefix.
+	PrefixHit
+	// PrefixMiss: the index answered and no engine holds any of it.
+	PrefixMiss
+	// PrefixUnavailable: the backend could not answer; treated as a miss.
+	PrefixUnavailable
+)
+
+func (s PrefixStatus) String() string {
+	switch s {
+	case PrefixNoTokens:
+		return "no_tokens"
+	case PrefixHit:
+		return "hit"
+	case PrefixMiss:
+		return "miss"
+	case PrefixUnavailable:
+		return "unavailable"
+	}
+	return "unknown"
+}
+
+// PrefixResult is one memoised lookup.
+type PrefixResult struct {
+	Status  PrefixStatus
+	Matches []PrefixMatch
+	Err     error // the backend error behind PrefixUnavailable
+}
+
+// PrefixMemo shares one prefix lookup per source across every bucket and group attempt of one
+// Decide call. It only memoises the lookup: each group still filters the matches to its own
+// candidates and runs its own admission. A nil memo looks up every time.
+type PrefixMemo struct {
+	mu      sync.Mutex
+	entries []memoEntry
+	// Lookups counts the backend calls made through this memo (for tests and explain).
+	Lookups int
+}
+
+type memoEntry struct {
+	source PrefixSource
+	res    PrefixResult
+	err    error
+}
+
+// Lookup returns the memoised result for source, querying it on first use.
+func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, model string, tokenIDs []uint32) (PrefixResult, error) {
+	if len(tokenIDs) == 0 {
+		return PrefixResult{Status: PrefixNoTokens}, nil
+	}
+	if m == nil {
+		return lookupOnce(ctx, source, model, tokenIDs)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.entries {
+		if e.source == source {
+			return e.res, e.err
+		}
+	}
+	res, err := lookupOnce(ctx, source, model, tokenIDs)
+	m.Lookups++
+	m.entries = append(m.entries, memoEntry{source: source, res: res, err: err})
+	return res, err
+}
+
+func lookupOnce(ctx context.Context, source PrefixSource, model string, tokenIDs []uint32) (PrefixResult, error) {
+	matches, err := source.LookupPrefix(ctx, model, tokenIDs, nil)
+	switch {
+	case errors.Is(err, ErrPrefixUnavailable):
+		return PrefixResult{Status: PrefixUnavailable, Err: err}, nil
+	case err != nil:
+		return PrefixResult{}, err
+	case len(matches) == 0:
+		return PrefixResult{Status: PrefixMiss}, nil
+	}
+	return PrefixResult{Status: PrefixHit, Matches: matches}, nil
+}
