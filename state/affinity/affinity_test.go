@@ -11,7 +11,7 @@ import (
 
 type clock struct{ t atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Unix(0, c.t.Load()) }
+func (c *clock) now() time.Time          { return time.Unix(0, c.t.Load()) }
 func (c *clock) advance(d time.Duration) { c.t.Add(int64(d)) }
 
 func newStore(t testing.TB) (*Store, *clock) {

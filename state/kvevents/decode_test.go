@@ -1,0 +1,325 @@
+package kvevents
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// qwenTokens are the token ids of the real vLLM 0.26 batch in spec/WIRE.md.
+var qwenTokens = []uint32{151644, 872, 198, 9064, 374, 279, 6722, 315, 5616, 30, 151645, 198, 151644, 77091, 198, 151667}
+
+const tsFloat = 1789095808.8378847
+
+var tsTime = time.Unix(1789095808, 837885000).UTC()
+
+func TestDecodeGolden(t *testing.T) {
+	tokens32 := seq(1000, 32)
+	tests := []struct {
+		name  string
+		build any
+		want  Batch
+	}{
+		{
+			name: "vllm_026_map_events",
+			build: []any{tsFloat, []any{omap{
+				{"type", "BlockStored"},
+				{"block_hashes", []uint64{15760518052499183552}},
+				{"parent_block_hash", nil},
+				{"token_ids", qwenTokens},
+				{"block_size", 16},
+				{"lora_id", nil},
+				{"medium", "GPU"},
+				{"lora_name", nil},
+				{"extra_keys", []any{nil}},
+				{"group_idx", 0},
+				{"kv_cache_spec_kind", "full_attention"},
+			}}, 0},
+			want: Batch{Time: tsTime, DPRank: 0, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+				BlockHashes: []uint64{15760518052499183552}, TokenIDs: qwenTokens, BlockSize: 16, Medium: MediumGPU,
+			}}}},
+		},
+		{
+			name: "vllm_positional_full",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", []uint64{1 << 63, 2}, uint64(99), tokens32, 16, 3, "CPU", "adapter-a",
+					[]any{nil, []any{"mm-hash-1", 7}}, 0, "full_attention", nil},
+				[]any{"BlockRemoved", []uint64{1 << 63}, "CPU", 0},
+			}, 2},
+			want: Batch{Time: tsTime, DPRank: 2, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{
+					BlockHashes: []uint64{1 << 63, 2}, ParentHash: 99, HasParent: true, TokenIDs: tokens32, BlockSize: 16,
+					LoRAName: "adapter-a", Medium: MediumCPU, ExtraKeys: []string{"", "\x92\xa9mm-hash-1\x07"},
+				}},
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{1 << 63}, Medium: MediumCPU}},
+			}},
+		},
+		{
+			name: "vllm_positional_trailing_omitted",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", []uint64{5}, nil, seq(0, 16), 16},
+				[]any{"BlockStored", []uint64{6}, uint64(5), seq(16, 16), 16, 4},
+				[]any{"BlockRemoved", []uint64{5, 6}},
+				[]any{"AllBlocksCleared"},
+			}},
+			want: Batch{Time: tsTime, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{5}, TokenIDs: seq(0, 16), BlockSize: 16}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{6}, ParentHash: 5, HasParent: true, TokenIDs: seq(16, 16), BlockSize: 16, LoRAName: "#4"}},
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{5, 6}, AllTiers: true}},
+				{Kind: KindAllBlocksCleared},
+			}},
+		},
+		{
+			name: "vllm_map_batch",
+			build: omap{
+				{"ts", tsFloat},
+				{"events", []any{
+					omap{{"type", "BlockRemoved"}, {"block_hashes", []uint64{7}}, {"medium", nil}},
+					omap{{"type", "AllBlocksCleared"}},
+				}},
+				{"data_parallel_rank", 3},
+			},
+			want: Batch{Time: tsTime, DPRank: 3, HasRank: true, Events: []Event{
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{7}, AllTiers: true}},
+				{Kind: KindAllBlocksCleared},
+			}},
+		},
+		{
+			name: "map_event_type_not_first",
+			build: []any{tsFloat, []any{omap{
+				{"block_hashes", []int64{-1}}, {"token_ids", seq(0, 4)}, {"block_size", 4}, {"type", "BlockStored"},
+			}}, nil},
+			want: Batch{Time: tsTime, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+				BlockHashes: []uint64{^uint64(0)}, TokenIDs: seq(0, 4), BlockSize: 4,
+			}}}},
+		},
+		{
+			name: "sglang_positional_metadata",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", []int64{-42, 42}, int64(-7), seq(0, 8), 4, nil, "CPU_TIER2",
+					omap{{"cache_salt", "tenant-1"}, {"session_id", "s-9"}}},
+				[]any{"BlockRemoved", []int64{-42}, "CPU_TIER1"},
+				[]any{"BlockStored", []int64{43}, int64(42), seq(8, 3), 3, nil, nil}, // short last page
+			}, 1},
+			want: Batch{Time: tsTime, DPRank: 1, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{
+					BlockHashes: []uint64{uint64(1<<64 - 42), 42}, ParentHash: uint64(1<<64 - 7), HasParent: true,
+					TokenIDs: seq(0, 8), BlockSize: 4, Medium: MediumDisk, CacheSalt: "tenant-1",
+				}},
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 42)}, Medium: MediumCPU}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{43}, ParentHash: 42, HasParent: true, TokenIDs: seq(8, 3), BlockSize: 3}},
+			}},
+		},
+		{
+			name: "sglang_eagle_pairs",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", []int64{11}, nil, [][]uint32{{1, 2}, {2, 3}, {3, 4}, {4, 5}}, 4},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+				BlockHashes: []uint64{11}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4,
+			}}}},
+		},
+		{
+			name: "vllm_bin_hashes",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", [][]byte{bin32(0x0102030405060708)}, bin32(0xFFFFFFFFFFFFFFFF), seq(0, 2), 2},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+				BlockHashes: []uint64{0x0102030405060708}, ParentHash: ^uint64(0), HasParent: true, TokenIDs: seq(0, 2), BlockSize: 2,
+			}}}},
+		},
+		{
+			name: "hybrid_model_groups",
+			build: []any{tsFloat, []any{
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{1}}, {"token_ids", seq(0, 16)}, {"block_size", 16},
+					{"group_idx", 1}, {"kv_cache_spec_kind", "sliding_window"}, {"kv_cache_spec_sliding_window", 128}},
+				[]any{"BlockStored", []uint64{2}, nil, seq(0, 16), 16, nil, nil, nil, nil, 2, "mamba", nil},
+				[]any{"BlockStored", []uint64{3}, nil, seq(0, 16), 16, nil, "GPU", nil, nil, 0, "full_attention", nil},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Ignored: 2, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+				BlockHashes: []uint64{3}, TokenIDs: seq(0, 16), BlockSize: 16,
+			}}}},
+		},
+		{
+			name: "bad_events_skipped",
+			build: []any{tsFloat, []any{
+				[]any{"BlockStored", []uint64{1}, nil, seq(0, 16), 16},
+				[]any{"BlockMoved", []uint64{1}},                               // unknown tag
+				[]any{"BlockStored", []uint64{2}, nil, seq(0, 15), 16, nil},    // a lone short page: BlockSize becomes its length
+				[]any{"BlockStored", []uint64{3, 4}, nil, seq(0, 31), 16},      // token count mismatch
+				[]any{"BlockStored", []any{"nope"}, nil, seq(0, 16), 16},       // bad hash
+				[]any{"BlockStored", []any{[]byte{1, 2}}, nil, seq(0, 16), 16}, // bin too short
+				[]any{"BlockStored", []uint64{5}, nil, []int64{-1}, 1},         // bad token
+				omap{{"block_hashes", []uint64{9}}},                            // map without type
+				[]any{"BlockRemoved", []uint64{1}, "NVME"},                     // unknown medium is kept, index ignores it
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true,
+				Events: []Event{
+					{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16}},
+					{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 15), BlockSize: 15}},
+					{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{1}, Medium: MediumUnknown}},
+				},
+				Skipped: []*Error{
+					{Kind: KindUnknownEventTag, Event: 1},
+					{Kind: KindTokenCountMismatch, Event: 3},
+					{Kind: KindBadHash, Event: 4},
+					{Kind: KindBadHash, Event: 5},
+					{Kind: KindBadToken, Event: 6},
+					{Kind: KindUnknownEventTag, Event: 7},
+				},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := golden(t, tc.name, encode(t, tc.build))
+			got, err := DecodeMsgpack(payload)
+			if err != nil {
+				t.Fatalf("DecodeMsgpack(%s) error: %v", tc.name, err)
+			}
+			opts := cmp.Options{cmp.Comparer(func(a, b *Error) bool {
+				return a.Kind == b.Kind && a.Event == b.Event
+			})}
+			if diff := cmp.Diff(tc.want, got, opts); diff != "" {
+				t.Errorf("DecodeMsgpack(%s) mismatch (-want +got):\n%s", tc.name, diff)
+			}
+		})
+	}
+}
+
+func TestDecodeBatchErrors(t *testing.T) {
+	small, err := NewDecoder(Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 2, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}}, 0})
+	tests := []struct {
+		name    string
+		payload []byte
+		dec     *Decoder
+		want    ErrorKind
+	}{
+		{name: "empty", payload: nil, want: KindMalformed},
+		{name: "reserved type byte", payload: []byte{0xc1}, want: KindMalformed},
+		{name: "truncated", payload: good[:len(good)-1], want: KindMalformed},
+		{name: "trailing bytes", payload: append(append([]byte{}, good...), 0x01), want: KindMalformed},
+		{name: "integer batch", payload: encode(t, 7), want: KindMalformed},
+		{name: "array of one", payload: encode(t, []any{tsFloat}), want: KindMalformed},
+		{name: "events not an array", payload: encode(t, []any{tsFloat, "x"}), want: KindMalformed},
+		{name: "map without events", payload: encode(t, omap{{"ts", tsFloat}}), want: KindMalformed},
+		{name: "huge array length", payload: []byte{0x92, 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}, want: KindMalformed},
+		{name: "negative rank", payload: encode(t, []any{tsFloat, []any{}, -1}), want: KindBadField},
+		{name: "nan ts", payload: encode(t, []any{"x", []any{}}), want: KindMalformed},
+		{name: "too many events", dec: small, payload: encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}}}), want: KindAbsurdSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dec := tc.dec
+			if dec == nil {
+				dec = defaultDecoder
+			}
+			b, err := dec.Decode(tc.payload)
+			var de *Error
+			if !errors.As(err, &de) || !errors.Is(err, ErrDecode) {
+				t.Fatalf("Decode() = %+v, %v; want a *Error of kind %s", b, err, tc.want)
+			}
+			if de.Kind != tc.want || de.Event != -1 {
+				t.Errorf("Decode() error kind %s event %d, want %s event -1 (%v)", de.Kind, de.Event, tc.want, err)
+			}
+			if len(b.Events) != 0 {
+				t.Errorf("Decode() returned %d events with a batch error", len(b.Events))
+			}
+		})
+	}
+}
+
+func TestDecodeEventLimits(t *testing.T) {
+	dec, err := NewDecoder(Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 10, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := encode(t, []any{tsFloat, []any{
+		[]any{"BlockStored", []uint64{1, 2, 3}, nil, seq(0, 3), 1},
+		[]any{"BlockStored", []uint64{1}, nil, seq(0, 33), 33},
+		[]any{"BlockStored", []uint64{1, 2}, nil, seq(0, 32), 16},
+	}})
+	b, err := dec.Decode(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []ErrorKind
+	for _, e := range b.Skipped {
+		kinds = append(kinds, e.Kind)
+	}
+	if diff := cmp.Diff([]ErrorKind{KindAbsurdSize, KindAbsurdSize}, kinds); diff != "" {
+		t.Errorf("Decode() skipped kinds mismatch (-want +got):\n%s", diff)
+	}
+	if len(b.Events) != 1 {
+		t.Errorf("Decode() kept %d events, want 1", len(b.Events))
+	}
+	if err := (Limits{}).Validate(); err == nil {
+		t.Error("zero Limits validated")
+	}
+}
+
+func TestParseMedium(t *testing.T) {
+	for in, want := range map[string]Medium{
+		"": MediumGPU, "GPU": MediumGPU, "gpu": MediumGPU, "CPU": MediumCPU, "CPU_TIER1": MediumCPU,
+		"CPU_TIER2": MediumDisk, "DISK": MediumDisk, "EXTERNAL": MediumExternal, "NVME": MediumUnknown,
+	} {
+		if got := ParseMedium(in); got != want {
+			t.Errorf("ParseMedium(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func FuzzDecodeMsgpack(f *testing.F) {
+	f.Add([]byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90})
+	for _, seed := range fuzzSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		b, err := DecodeMsgpack(payload)
+		if err != nil {
+			if len(b.Events) != 0 {
+				t.Fatalf("events returned with batch error %v", err)
+			}
+			return
+		}
+		for i, ev := range b.Events {
+			switch ev.Kind {
+			case KindBlockStored:
+				s := ev.Stored
+				if s == nil || len(s.BlockHashes) == 0 || s.BlockSize <= 0 || len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes) {
+					t.Fatalf("event %d: invalid BlockStored %+v", i, s)
+				}
+				if s.ExtraKeys != nil && len(s.ExtraKeys) != len(s.BlockHashes) {
+					t.Fatalf("event %d: %d extra keys for %d hashes", i, len(s.ExtraKeys), len(s.BlockHashes))
+				}
+			case KindBlockRemoved:
+				if ev.Removed == nil {
+					t.Fatalf("event %d: nil Removed", i)
+				}
+			case KindAllBlocksCleared:
+			default:
+				t.Fatalf("event %d: kind %v", i, ev.Kind)
+			}
+		}
+	})
+}
+
+// fuzzSeeds returns the golden fixtures, so fuzzing starts from every layout.
+func fuzzSeeds(tb testing.TB) [][]byte {
+	var out [][]byte
+	for _, name := range []string{"vllm_026_map_events", "vllm_positional_full", "vllm_positional_trailing_omitted",
+		"vllm_map_batch", "sglang_positional_metadata", "sglang_eagle_pairs", "vllm_bin_hashes", "hybrid_model_groups", "bad_events_skipped"} {
+		b, err := readFixture(name)
+		if err != nil {
+			tb.Fatalf("seed %s: %v", name, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}

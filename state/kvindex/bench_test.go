@@ -1,0 +1,161 @@
+package kvindex
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/state/kvevents"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+const benchBS = 16
+
+// seqTokens returns n blocks of benchBS tokens unique to sequence s.
+func seqTokens(s, n int) []uint32 {
+	r := rand.New(rand.NewPCG(uint64(s), 7))
+	t := make([]uint32, n*benchBS)
+	for i := range t {
+		t[i] = r.Uint32N(150000)
+	}
+	return t
+}
+
+// BenchmarkApply measures BlockStored application: chains of 32 blocks
+// stored 4 blocks per event, 64 engines, under a 1M-node cap.
+func BenchmarkApply(b *testing.B) {
+	const streams, perEvent, eventsPerStream = 4096, 4, 8
+	type evh struct {
+		h  Holder
+		ev *kvevents.BlockStored
+	}
+	var evs []evh
+	for s := range streams {
+		toks := seqTokens(s, perEvent*eventsPerStream)
+		for e := range eventsPerStream {
+			hashes := make([]uint64, perEvent)
+			for i := range hashes {
+				hashes[i] = uint64(s)<<20 | uint64(e*perEvent+i)
+			}
+			ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: toks[e*perEvent*benchBS : (e+1)*perEvent*benchBS], BlockSize: benchBS}
+			if e > 0 {
+				ev.HasParent, ev.ParentHash = true, uint64(s)<<20|uint64(e*perEvent-1)
+			}
+			evs = append(evs, evh{Holder{Engine: slots.Slot(s % 64)}, ev})
+		}
+	}
+	ix, _ := New(Config{MaxNodes: 1 << 20})
+	b.ReportAllocs()
+	b.ResetTimer()
+	blocks := 0
+	for i := 0; b.Loop(); i++ {
+		if i%len(evs) == 0 && i > 0 {
+			b.StopTimer()
+			for e := range 64 {
+				ix.RemoveEngine(slots.Slot(e))
+			}
+			b.StartTimer()
+		}
+		e := evs[i%len(evs)]
+		if err := ix.Store(e.h, nsA, e.ev); err != nil {
+			b.Fatal(err)
+		}
+		blocks += perEvent
+	}
+	b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
+}
+
+// buildLookupIndex holds 2048 sequences of 512 blocks (1M blocks); sequence
+// s is held in full by engine s%64 and its first half by 3 more engines.
+func buildLookupIndex(tb testing.TB) (*Index, [][]uint32) {
+	const nseq, nblk = 2048, 512
+	ix, _ := New(Config{})
+	seqs := make([][]uint32, nseq)
+	for s := range nseq {
+		seqs[s] = seqTokens(s, nblk)
+		for k := range 4 {
+			n := nblk
+			if k > 0 {
+				n = nblk / 2
+			}
+			hashes := make([]uint64, n)
+			for i := range hashes {
+				hashes[i] = uint64(s)<<20 | uint64(i)
+			}
+			ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: seqs[s][:n*benchBS], BlockSize: benchBS}
+			if err := ix.Store(Holder{Engine: slots.Slot((s + k*16) % 64)}, nsA, ev); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return ix, seqs
+}
+
+// BenchmarkLookup looks up a 512-block query (8192 tokens) that fully
+// matches, over 1M indexed blocks and 64 engines, reporting latency
+// percentiles measured per call: "cold" picks one of the 2048 sequences at
+// random (index mostly out of CPU cache), "hot" repeats 8 of them (a hot
+// shared prefix, as in real traffic).
+func BenchmarkLookup(b *testing.B) {
+	ix, seqs := buildLookupIndex(b)
+	b.Run("cold", func(b *testing.B) { benchLookup(b, ix, seqs) })
+	b.Run("hot", func(b *testing.B) { benchLookup(b, ix, seqs[:8]) })
+}
+
+func benchLookup(b *testing.B, ix *Index, seqs [][]uint32) {
+	out := make([]Match, 0, 64)
+	lat := make([]time.Duration, 0, 1<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		q := seqs[r.IntN(len(seqs))]
+		t0 := time.Now()
+		out = ix.Lookup(nsA, q, out[:0])
+		if len(lat) < cap(lat) {
+			lat = append(lat, time.Since(t0))
+		}
+		if len(out) != 4 {
+			b.Fatalf("Lookup matched %d engines, want 4", len(out))
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkMemory reports bytes per (block, holder) pair: live heap of an
+// index of 1M blocks, each held by `share` engines.
+func BenchmarkMemory(b *testing.B) {
+	for _, share := range []int{1, 4, 16} {
+		b.Run("engines_per_block="+itoa(share), func(b *testing.B) {
+			for b.Loop() {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				ix, _ := New(Config{})
+				const nseq, nblk = 2048, 512
+				for s := range nseq {
+					toks := seqTokens(s, nblk)
+					for k := range share {
+						hashes := make([]uint64, nblk)
+						for i := range hashes {
+							hashes[i] = uint64(s)<<20 | uint64(i)
+						}
+						ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: toks, BlockSize: benchBS}
+						_ = ix.Store(Holder{Engine: slots.Slot((s + k) % 64)}, nsA, ev)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				pairs := ix.Stats().Pairs
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(pairs), "bytes/pair")
+				b.ReportMetric(float64(ix.Stats().Bytes)/float64(pairs), "est-bytes/pair")
+				runtime.KeepAlive(ix)
+			}
+		})
+	}
+}

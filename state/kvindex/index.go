@@ -1,0 +1,636 @@
+// Package kvindex is the prefix index of KV-cache residency: which engine
+// (and data-parallel rank) holds which prefix of which token sequence, in
+// which storage tier, built from the engines' KV events.
+//
+// Blocks are keyed by sluice's own chained hash of each full block's token
+// ids, seeded by the namespace (model, LoRA adapter, cache salt) and the
+// block size, so a request's token ids hash to the same keys without copying
+// any engine's hash algorithm. Each holder keeps a map from its engine's
+// block hashes to nodes so that removals, which name engine hashes, work.
+//
+// Layout, chosen for ~48 bytes per (block, engine) pair and lookups that
+// chase few pointers: nodes live in one slice indexed by uint32; an
+// open-addressing table maps block hash → node; a node carries its first
+// holder inline and spills further holders to a side slice; a per-holder
+// open-addressing map holds engine hash → node reference.
+//
+// Concurrency: all methods are safe for concurrent use. Writers (Store,
+// Remove, Clear, RemoveEngine) serialise on a lock and each holds it for one
+// event; Lookup takes a read lock, so many lookups run in parallel and a
+// lookup waits at most for one event's worth of writing.
+package kvindex
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/state/kvevents"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// Namespace separates blocks that must never match each other even when
+// their token ids agree.
+type Namespace struct {
+	Model     string
+	LoRA      string
+	CacheSalt string
+}
+
+// NamespaceOf returns the namespace a stored event belongs to, for an engine
+// serving model.
+func NamespaceOf(model string, ev *kvevents.BlockStored) Namespace {
+	return Namespace{Model: model, LoRA: ev.LoRAName, CacheSalt: ev.CacheSalt}
+}
+
+// Holder is one KV cache: an engine's data-parallel rank.
+type Holder struct {
+	Engine slots.Slot
+	Rank   int32
+}
+
+// Config holds the index's optional settings.
+type Config struct {
+	// MaxNodes caps the number of blocks indexed (across all holders); the
+	// least recently used leaf blocks are evicted beyond it. 0 means
+	// DefaultMaxNodes.
+	MaxNodes int
+}
+
+// DefaultMaxNodes is the default node cap (about 200 MB at full use).
+const DefaultMaxNodes = 4 << 20
+
+const maxHolders = 1 << 16
+
+// Validate reports settings out of range.
+func (c Config) Validate() error {
+	if c.MaxNodes < 0 || c.MaxNodes > 1<<31 {
+		return fmt.Errorf("kvindex.Config.MaxNodes = %d: must be in [0, 2^31] (0 = default %d)", c.MaxNodes, DefaultMaxNodes)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxNodes == 0 {
+		c.MaxNodes = DefaultMaxNodes
+	}
+	return c
+}
+
+// Sentinel errors returned by Store.
+var (
+	// ErrUnknownParent: the event's parent hash is not a block this holder
+	// is known to hold (lost events, or the parent was evicted). Nothing
+	// from the event is indexed; callers count it and may mark the holder's
+	// residency uncertain.
+	ErrUnknownParent = errors.New("kvindex: parent block unknown for this holder")
+	// ErrUnsupportedMedium: the event names a tier sluice does not know; it
+	// is ignored.
+	ErrUnsupportedMedium = errors.New("kvindex: unsupported medium")
+	// ErrInvalidEvent: the event is internally inconsistent (token count,
+	// block size); decoders reject these before they get here.
+	ErrInvalidEvent = errors.New("kvindex: invalid event")
+	// ErrTooManyHolders: more than 65536 (engine, rank) pairs.
+	ErrTooManyHolders = errors.New("kvindex: too many holders")
+)
+
+// Tier bits of a (node, holder) entry.
+const (
+	tierGPU uint8 = 1 << iota
+	tierCPU
+	tierDisk
+	tierExternal
+	allTiers = tierGPU | tierCPU | tierDisk | tierExternal
+)
+
+func tierOf(m kvevents.Medium) (uint8, bool) {
+	switch m {
+	case kvevents.MediumGPU:
+		return tierGPU, true
+	case kvevents.MediumCPU:
+		return tierCPU, true
+	case kvevents.MediumDisk:
+		return tierDisk, true
+	case kvevents.MediumExternal:
+		return tierExternal, true
+	}
+	return 0, false
+}
+
+// holderEntry packs a holder index (low 16 bits) and its tier bits (next 8);
+// tiers 0 means no entry.
+type holderEntry uint32
+
+func mkEntry(h uint16, tiers uint8) holderEntry { return holderEntry(uint32(h) | uint32(tiers)<<16) }
+func (e holderEntry) holder() uint16            { return uint16(e) }
+func (e holderEntry) tiers() uint8              { return uint8(e >> 16) }
+
+// node is one indexed block. 48 bytes.
+type node struct {
+	hash   uint64 // chained sluice hash; the table key
+	hset   uint64 // XOR of holderBit over holders: equal sets ⇒ equal fingerprints
+	parent uint32 // index+1; 0 = first block of its tree
+	nchild uint32
+	prev   uint32 // LRU links among leaves (index+1); next also chains the free list
+	next   uint32
+	gen    uint32 // bumped when the node is freed, invalidating references
+	ref    uint32 // set (atomically) by Lookup: second chance before eviction
+	h0     holderEntry
+	spill  uint32 // index+1 into Index.spills for holders beyond h0; 0 = none
+}
+
+type holderState struct {
+	id        Holder
+	live      bool
+	blockSize int // largest block size seen; shorter single-block stores are partial pages
+	refs      refMap
+}
+
+type tree struct {
+	blockSize int
+	seed      uint64
+}
+
+// Index is the prefix index. The zero value is not usable; call New.
+type Index struct {
+	cfg Config
+
+	mu sync.RWMutex // write lock for events, read lock for Lookup
+
+	nodes    []node
+	free     uint32 // free list head (index+1)
+	live     int
+	head     uint32 // most recently used leaf (index+1)
+	tail     uint32 // least recently used leaf (index+1)
+	table    nodeTable
+	spills   [][]holderEntry
+	freeSpil []uint32
+
+	holders     []holderState
+	holderIdx   map[Holder]uint16
+	freeHolders []uint16
+
+	trees map[Namespace][]tree
+
+	// counters
+	pairs      int
+	tierPairs  [4]int
+	evictions  uint64
+	partials   uint64
+	staleRefs  uint64
+	lookups    atomic.Uint64
+	lookupHits atomic.Uint64
+}
+
+// New returns an empty index.
+func New(cfg Config) (*Index, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ix := &Index{
+		cfg:       cfg.withDefaults(),
+		holderIdx: map[Holder]uint16{},
+		trees:     map[Namespace][]tree{},
+	}
+	ix.table.init(0)
+	return ix, nil
+}
+
+// ---- holders and nodes (callers hold mu for writing) ----
+
+func (ix *Index) holderFor(h Holder) (uint16, error) {
+	if i, ok := ix.holderIdx[h]; ok {
+		return i, nil
+	}
+	var i uint16
+	if n := len(ix.freeHolders); n > 0 {
+		i = ix.freeHolders[n-1]
+		ix.freeHolders = ix.freeHolders[:n-1]
+	} else {
+		if len(ix.holders) >= maxHolders {
+			return 0, ErrTooManyHolders
+		}
+		i = uint16(len(ix.holders))
+		ix.holders = append(ix.holders, holderState{})
+	}
+	ix.holders[i] = holderState{id: h, live: true}
+	ix.holderIdx[h] = i
+	return i, nil
+}
+
+func (ix *Index) ref(idx uint32) uint64 { return uint64(ix.nodes[idx].gen)<<32 | uint64(idx+1) }
+
+// deref resolves a node reference, reporting false when it is stale:
+// freeing a node bumps its generation, so a reference taken before matches
+// neither the free slot nor a later node in it.
+func (ix *Index) deref(r uint64) (uint32, bool) {
+	idx := uint32(r) - 1
+	if int(idx) >= len(ix.nodes) || ix.nodes[idx].gen != uint32(r>>32) {
+		return 0, false
+	}
+	return idx, true
+}
+
+func (ix *Index) linkMRU(idx uint32) {
+	n := &ix.nodes[idx]
+	n.prev, n.next = 0, ix.head
+	if ix.head != 0 {
+		ix.nodes[ix.head-1].prev = idx + 1
+	} else {
+		ix.tail = idx + 1
+	}
+	ix.head = idx + 1
+}
+
+func (ix *Index) linkLRU(idx uint32) {
+	n := &ix.nodes[idx]
+	n.next, n.prev = 0, ix.tail
+	if ix.tail != 0 {
+		ix.nodes[ix.tail-1].next = idx + 1
+	} else {
+		ix.head = idx + 1
+	}
+	ix.tail = idx + 1
+}
+
+func (ix *Index) unlink(idx uint32) {
+	n := &ix.nodes[idx]
+	if n.prev != 0 {
+		ix.nodes[n.prev-1].next = n.next
+	} else {
+		ix.head = n.next
+	}
+	if n.next != 0 {
+		ix.nodes[n.next-1].prev = n.prev
+	} else {
+		ix.tail = n.prev
+	}
+	n.prev, n.next = 0, 0
+}
+
+func (ix *Index) allocNode(h uint64, parent uint32) uint32 {
+	var idx uint32
+	if ix.free != 0 {
+		idx = ix.free - 1
+		ix.free = ix.nodes[idx].next
+		gen := ix.nodes[idx].gen
+		ix.nodes[idx] = node{gen: gen}
+	} else {
+		idx = uint32(len(ix.nodes))
+		ix.nodes = append(ix.nodes, node{})
+	}
+	n := &ix.nodes[idx]
+	n.hash, n.parent = h, parent
+	ix.table.put(ix.nodes, h, idx)
+	ix.live++
+	if parent != 0 {
+		p := &ix.nodes[parent-1]
+		if p.nchild == 0 {
+			ix.unlink(parent - 1)
+		}
+		p.nchild++
+	}
+	ix.linkMRU(idx)
+	return idx
+}
+
+// freeNode removes a leaf with no holders and prunes ancestors left with
+// neither holders nor children; an ancestor that still has holders becomes
+// a leaf at the cold end of the LRU list.
+func (ix *Index) freeNode(idx uint32) {
+	ix.unlink(idx) // a leaf; the ancestors freed below had a child, so are not listed
+	for {
+		n := &ix.nodes[idx]
+		ix.table.del(ix.nodes, n.hash)
+		parent := n.parent
+		if n.spill != 0 {
+			ix.spills[n.spill-1] = ix.spills[n.spill-1][:0]
+			ix.freeSpil = append(ix.freeSpil, n.spill-1)
+		}
+		gen := n.gen + 1
+		*n = node{gen: gen, next: ix.free}
+		ix.free = idx + 1
+		ix.live--
+		if parent == 0 {
+			return
+		}
+		p := &ix.nodes[parent-1]
+		p.nchild--
+		if p.nchild > 0 {
+			return
+		}
+		if p.h0 != 0 {
+			ix.linkLRU(parent - 1)
+			return
+		}
+		idx = parent - 1
+	}
+}
+
+// addTier sets tier for holder h on node idx.
+func (ix *Index) addTier(idx uint32, h uint16, tier uint8) {
+	n := &ix.nodes[idx]
+	if n.h0 == 0 {
+		n.h0 = mkEntry(h, tier)
+		n.hset ^= holderBit(h)
+		ix.countPair(0, tier)
+		return
+	}
+	if n.h0.holder() == h {
+		old := n.h0.tiers()
+		n.h0 = mkEntry(h, old|tier)
+		ix.countPair(old, old|tier)
+		return
+	}
+	if n.spill != 0 {
+		s := ix.spills[n.spill-1]
+		for i, e := range s {
+			if e.holder() == h {
+				s[i] = mkEntry(h, e.tiers()|tier)
+				ix.countPair(e.tiers(), e.tiers()|tier)
+				return
+			}
+		}
+	} else {
+		if k := len(ix.freeSpil); k > 0 {
+			n.spill = ix.freeSpil[k-1] + 1
+			ix.freeSpil = ix.freeSpil[:k-1]
+		} else {
+			ix.spills = append(ix.spills, make([]holderEntry, 0, 2))
+			n.spill = uint32(len(ix.spills))
+		}
+	}
+	ix.spills[n.spill-1] = append(ix.spills[n.spill-1], mkEntry(h, tier))
+	n.hset ^= holderBit(h)
+	ix.countPair(0, tier)
+}
+
+// clearTiers clears mask for holder h on node idx and returns the tiers
+// left; the entry goes when none are.
+func (ix *Index) clearTiers(idx uint32, h uint16, mask uint8) uint8 {
+	n := &ix.nodes[idx]
+	var s []holderEntry
+	if n.spill != 0 {
+		s = ix.spills[n.spill-1]
+	}
+	var old uint8
+	pos := -2 // -1 = h0
+	if n.h0 != 0 && n.h0.holder() == h {
+		old, pos = n.h0.tiers(), -1
+	} else {
+		for i, e := range s {
+			if e.holder() == h {
+				old, pos = e.tiers(), i
+				break
+			}
+		}
+	}
+	if pos == -2 {
+		return 0
+	}
+	left := old &^ mask
+	ix.countPair(old, left)
+	if left != 0 {
+		if pos == -1 {
+			n.h0 = mkEntry(h, left)
+		} else {
+			s[pos] = mkEntry(h, left)
+		}
+		return left
+	}
+	n.hset ^= holderBit(h)
+	last := len(s) - 1
+	switch {
+	case pos == -1 && last >= 0:
+		n.h0 = s[last]
+		s = s[:last]
+	case pos == -1:
+		n.h0 = 0
+	default:
+		s[pos] = s[last]
+		s = s[:last]
+	}
+	if n.spill != 0 {
+		ix.spills[n.spill-1] = s
+		if len(s) == 0 {
+			ix.freeSpil = append(ix.freeSpil, n.spill-1)
+			n.spill = 0
+		}
+	}
+	return 0
+}
+
+func (ix *Index) countPair(old, new uint8) {
+	if old == 0 && new != 0 {
+		ix.pairs++
+	} else if old != 0 && new == 0 {
+		ix.pairs--
+	}
+	for b := range 4 {
+		bit := uint8(1) << b
+		if old&bit == 0 && new&bit != 0 {
+			ix.tierPairs[b]++
+		} else if old&bit != 0 && new&bit == 0 {
+			ix.tierPairs[b]--
+		}
+	}
+}
+
+// evictOne evicts the least recently used leaf that has not been looked up
+// since it last came to the cold end, never pinned (index+1). It reports
+// false when nothing but pinned is evictable.
+func (ix *Index) evictOne(pinned uint32) bool {
+	for budget := 2*ix.live + 2; budget > 0 && ix.tail != 0; budget-- {
+		t := ix.tail - 1
+		n := &ix.nodes[t]
+		if t+1 == pinned || atomic.LoadUint32(&n.ref) != 0 {
+			if ix.head == ix.tail {
+				if t+1 == pinned {
+					return false
+				}
+			}
+			atomic.StoreUint32(&n.ref, 0)
+			ix.unlink(t)
+			ix.linkMRU(t)
+			continue
+		}
+		for n.h0 != 0 {
+			ix.clearTiers(t, n.h0.holder(), allTiers)
+		}
+		ix.evictions++
+		ix.freeNode(t)
+		return true
+	}
+	return false
+}
+
+func (ix *Index) treeFor(ns Namespace, bs int) uint64 {
+	ts := ix.trees[ns]
+	for _, t := range ts {
+		if t.blockSize == bs {
+			return t.seed
+		}
+	}
+	seed := treeSeed(ns, bs)
+	ix.trees[ns] = append(ts[:len(ts):len(ts)], tree{blockSize: bs, seed: seed})
+	return seed
+}
+
+// ---- events ----
+
+// Store records that holder h holds the blocks of ev in ev.Medium, in
+// namespace ns (see NamespaceOf). The chain starts at ev's parent, resolved
+// through h's own engine hashes; a parent h is not known to hold returns
+// ErrUnknownParent and indexes nothing. Each full block is indexed under
+// (ns, ev.BlockSize); a single-block event shorter than the largest block
+// size seen from h (an SGLang short last page) is a partial block and is
+// not indexed. A medium sluice does not know returns ErrUnsupportedMedium.
+// Storing a block again refreshes its recency and adds the tier.
+func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
+	tier, ok := tierOf(ev.Medium)
+	if !ok {
+		return ErrUnsupportedMedium
+	}
+	nb, bs := len(ev.BlockHashes), ev.BlockSize
+	if nb == 0 || bs <= 0 || len(ev.TokenIDs) != nb*bs || (ev.ExtraKeys != nil && len(ev.ExtraKeys) != nb) {
+		return ErrInvalidEvent
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	hi, err := ix.holderFor(h)
+	if err != nil {
+		return err
+	}
+	hs := &ix.holders[hi]
+	if nb == 1 && bs < hs.blockSize {
+		ix.partials++
+		return nil
+	}
+	hs.blockSize = max(hs.blockSize, bs)
+	prevHash := ix.treeFor(ns, bs)
+	var prev uint32 // index+1
+	if ev.HasParent {
+		r, ok := hs.refs.get(ev.ParentHash)
+		if !ok {
+			return ErrUnknownParent
+		}
+		idx, ok := ix.deref(r)
+		if !ok {
+			hs.refs.del(ev.ParentHash)
+			ix.staleRefs++
+			return ErrUnknownParent
+		}
+		prev, prevHash = idx+1, ix.nodes[idx].hash
+	}
+	for i := range nb {
+		c := contentHash(ev.TokenIDs[i*bs : (i+1)*bs])
+		if ev.ExtraKeys != nil {
+			c = withExtra(c, ev.ExtraKeys[i])
+		}
+		hash := chain(prevHash, c)
+		idx, found := ix.table.get(ix.nodes, hash)
+		if !found {
+			if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
+				return nil // the cap is hard: a chain longer than it is cut
+			}
+			if prev != 0 && ix.nodes[prev-1].hash != prevHash {
+				return nil // unreachable: prev is pinned
+			}
+			idx = ix.allocNode(hash, prev)
+		} else if ix.nodes[idx].nchild == 0 {
+			ix.unlink(idx)
+			ix.linkMRU(idx)
+		}
+		ix.addTier(idx, hi, tier)
+		hs.refs.put(ev.BlockHashes[i], ix.ref(idx))
+		prev, prevHash = idx+1, hash
+	}
+	return nil
+}
+
+// Remove clears ev's blocks for holder h: the named tier, or every tier
+// when ev.AllTiers. Hashes h is not known to hold are ignored, as is an
+// unknown medium. Blocks left with no holder and no children are pruned,
+// cascading to their parents.
+func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
+	mask := allTiers
+	if !ev.AllTiers {
+		t, ok := tierOf(ev.Medium)
+		if !ok {
+			return
+		}
+		mask = t
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	hi, ok := ix.holderIdx[h]
+	if !ok {
+		return
+	}
+	hs := &ix.holders[hi]
+	for _, eh := range ev.BlockHashes {
+		r, ok := hs.refs.get(eh)
+		if !ok {
+			continue
+		}
+		idx, ok := ix.deref(r)
+		if !ok {
+			hs.refs.del(eh)
+			ix.staleRefs++
+			continue
+		}
+		if ix.clearTiers(idx, hi, mask) != 0 {
+			continue
+		}
+		hs.refs.del(eh)
+		ix.pruneIfEmpty(idx)
+	}
+}
+
+func (ix *Index) pruneIfEmpty(idx uint32) {
+	if n := &ix.nodes[idx]; n.h0 == 0 && n.nchild == 0 {
+		ix.freeNode(idx)
+	}
+}
+
+// Clear drops holder h from every block, as AllBlocksCleared or a new
+// engine epoch requires.
+func (ix *Index) Clear(h Holder) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if hi, ok := ix.holderIdx[h]; ok {
+		ix.clearHolder(hi)
+	}
+}
+
+func (ix *Index) clearHolder(hi uint16) {
+	hs := &ix.holders[hi]
+	hs.refs.each(func(_, r uint64) {
+		idx, ok := ix.deref(r)
+		if !ok {
+			return
+		}
+		ix.clearTiers(idx, hi, allTiers)
+		ix.pruneIfEmpty(idx)
+	})
+	hs.refs = refMap{}
+	hs.blockSize = 0
+}
+
+// RemoveEngine drops every rank of engine e, as worker removal requires,
+// and forgets the holders.
+func (ix *Index) RemoveEngine(e slots.Slot) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for hi := range ix.holders {
+		hs := &ix.holders[hi]
+		if !hs.live || hs.id.Engine != e {
+			continue
+		}
+		ix.clearHolder(uint16(hi))
+		delete(ix.holderIdx, hs.id)
+		*hs = holderState{}
+		ix.freeHolders = append(ix.freeHolders, uint16(hi))
+	}
+}

@@ -1,0 +1,52 @@
+package kvindex
+
+import "unsafe"
+
+// Stats describes the index's size and activity.
+type Stats struct {
+	Nodes     int // blocks indexed
+	MaxNodes  int
+	Holders   int // (engine, rank) holders known
+	Pairs     int // (block, holder) pairs with any tier
+	TierPairs [4]int
+	// Bytes estimates the memory held by the index's own structures.
+	Bytes     int64
+	Evictions uint64 // blocks evicted by the node cap
+	// PartialPages counts single-block stores shorter than the holder's
+	// block size (SGLang short pages), which are not indexed.
+	PartialPages uint64
+	// StaleRefs counts engine hashes that named an evicted block.
+	StaleRefs uint64
+	Lookups   uint64
+	// LookupHits counts lookups that matched at least one engine.
+	LookupHits uint64
+}
+
+// TierIndex positions in Stats.TierPairs.
+const (
+	TierGPU = iota
+	TierCPU
+	TierDisk
+	TierExternal
+)
+
+// Stats returns current counters.
+func (ix *Index) Stats() Stats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	s := Stats{
+		Nodes: ix.live, MaxNodes: ix.cfg.MaxNodes, Holders: len(ix.holderIdx), Pairs: ix.pairs,
+		TierPairs: ix.tierPairs, Evictions: ix.evictions, PartialPages: ix.partials, StaleRefs: ix.staleRefs,
+		Lookups: ix.lookups.Load(), LookupHits: ix.lookupHits.Load(),
+	}
+	b := int64(cap(ix.nodes))*int64(unsafe.Sizeof(node{})) + int64(cap(ix.table.slots))*8
+	b += int64(cap(ix.spills)) * int64(unsafe.Sizeof([]holderEntry{}))
+	for _, sp := range ix.spills {
+		b += int64(cap(sp)) * 4
+	}
+	for i := range ix.holders {
+		b += int64(cap(ix.holders[i].refs.keys)) * 16
+	}
+	s.Bytes = b
+	return s
+}
