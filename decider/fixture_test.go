@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
@@ -24,6 +25,11 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB, workers []registry.Worker) *fixture {
+	return newFixtureWith(t, workers, nil)
+}
+
+// newFixtureWith also attaches a prefix source (for cache_aware) and an affinity store.
+func newFixtureWith(t testing.TB, workers []registry.Worker, prefix policy.PrefixSource) *fixture {
 	t.Helper()
 	st := slots.NewTable()
 	load, err := loadtable.New(st, loadtable.Config{Freshness: 5 * time.Second})
@@ -38,7 +44,11 @@ func newFixture(t testing.TB, workers []registry.Worker) *fixture {
 	if err := reg.Replace(workers); err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(slog.New(slog.DiscardHandler), reg, policy.Deps{Load: load, InFlight: inf}, inf, Config{})
+	aff, err := affinity.New(affinity.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(slog.New(slog.DiscardHandler), reg, policy.Deps{Load: load, InFlight: inf, Prefix: prefix, Affinity: aff}, inf, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

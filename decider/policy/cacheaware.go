@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -72,10 +73,6 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 		req.Trace.Now = snap.Now()
 		req.Trace.Prefix = res.Status
 	}
-	obs := make([]observation, len(engines))
-	for i, w := range engines {
-		obs[i] = p.deps.observe(snap, w)
-	}
 
 	// Steps 3-4: holders passing the thresholds, ranked, bounded to K.
 	var holders []holder
@@ -92,7 +89,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 			if p.s.MinMatchRatio > 0 && float64(matched) < p.s.MinMatchRatio*float64(req.InputTokens) {
 				continue
 			}
-			holders = append(holders, holder{w: engines[i], o: obs[i], uncached: req.InputTokens - matched})
+			holders = append(holders, holder{w: engines[i], o: p.deps.observe(snap, engines[i]), uncached: req.InputTokens - matched})
 		}
 	}
 	byPressure := setComparator(req.Stage, holdersObs(holders))
@@ -119,7 +116,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 		}
 	}
 	reason := ReasonCacheCandidate
-	if len(holders) > 0 && len(open) == 0 && p.s.SaturationFloor == 0 && p.groupQueued(obs, p.s.QueueLimit) {
+	if len(holders) > 0 && len(open) == 0 && p.s.SaturationFloor == 0 && p.groupQueued(snap, engines, p.s.QueueLimit) {
 		open, reason = holders, ReasonSaturationPin
 		req.Trace.setDetail("every holder and the whole group is queued: holders re-admitted")
 	}
@@ -165,7 +162,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 	}
 
 	// Step 7: nothing admitted.
-	if len(holders) > 0 && p.s.SaturationFloor > 0 && !p.anyBelow(obs, p.s.SaturationFloor) {
+	if len(holders) > 0 && p.s.SaturationFloor > 0 && !p.anyBelow(snap, engines, p.s.SaturationFloor) {
 		gated := holders[:0:0]
 		for _, h := range holders {
 			if h.gated {
@@ -193,6 +190,10 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 	}
 
 	// Step 8: miss. Power-of-k over the engines that pass the queue gate (all if none do).
+	obs := make([]observation, len(engines))
+	for i, w := range engines {
+		obs[i] = p.deps.observe(snap, w)
+	}
 	pool := make([]int, 0, len(engines))
 	for i := range engines {
 		if !p.queued(obs[i], p.s.QueueLimit) {
@@ -218,9 +219,12 @@ func (p *CacheAware) queued(o observation, limit int64) bool {
 }
 
 // groupQueued reports whether every engine of the group provably reads waiting >= limit.
-func (p *CacheAware) groupQueued(obs []observation, limit int64) bool {
-	for _, o := range obs {
-		if !p.queued(o, limit) {
+func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Worker, limit int64) bool {
+	if limit <= 0 {
+		return false
+	}
+	for _, w := range engines {
+		if v := snap.ViewRef(w.Slot); v == nil || v.Waiting < limit {
 			return false
 		}
 	}
@@ -228,9 +232,9 @@ func (p *CacheAware) groupQueued(obs []observation, limit int64) bool {
 }
 
 // anyBelow reports whether some engine reads a fresh waiting count below floor.
-func (p *CacheAware) anyBelow(obs []observation, floor int64) bool {
-	for _, o := range obs {
-		if o.known && o.view.Waiting < floor {
+func (p *CacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Worker, floor int64) bool {
+	for _, w := range engines {
+		if v := snap.ViewRef(w.Slot); v != nil && v.Waiting < floor {
 			return true
 		}
 	}
