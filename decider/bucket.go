@@ -137,7 +137,7 @@ type BucketPick struct {
 
 // stageTracer creates per-stage traces for explain output; nil when not explaining.
 type stageTracer interface {
-	stage(role registry.Role, g *EngineGroup) *policy.Trace
+	stage(role registry.Role, g *EngineGroup, reg *registry.Snapshot, model string) *policy.Trace
 	done(t *policy.Trace, pick policy.Pick, err error)
 }
 
@@ -180,7 +180,7 @@ func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *Buc
 		Prefix:             req.Prefix,
 	}
 	if tr != nil {
-		pr.Trace = tr.stage(g.role, g)
+		pr.Trace = tr.stage(g.role, g, reg, req.Model)
 	}
 	p, err := g.Pick(ctx, reg, pr, req.Exclude)
 	if tr != nil {

@@ -154,11 +154,21 @@ func (d *Decider) ConfigVersion() int64 {
 	return 0
 }
 
-// Release frees a lease's in-flight accounting. It reports false for an unknown, expired or
-// already released lease; releasing twice never double-counts.
-func (d *Decider) Release(leaseID string) bool {
-	_, ok := d.leases.Release(leaseID)
-	return ok
+// Release frees a lease's in-flight accounting and returns the ids of the engines it held. It
+// reports false for an unknown, expired or already released lease; releasing twice never
+// double-counts.
+func (d *Decider) Release(leaseID string) ([]string, bool) {
+	l, ok := d.leases.Release(leaseID)
+	if !ok {
+		return nil, false
+	}
+	ids := make([]string, 0, len(l.Slots))
+	for _, w := range d.reg.Snapshot().Workers() {
+		if slices.Contains(l.Slots, w.Slot) {
+			ids = append(ids, w.ID)
+		}
+	}
+	return ids, true
 }
 
 func (rt *runtime) resolver(d *Decider, model string) (*BucketResolver, error) {

@@ -80,10 +80,14 @@ buckets:
 	if f.inFlight("p2") != 1 || f.inFlight("d2") != 1 {
 		t.Errorf("lease did not cover both PD engines: p2=%d d2=%d", f.inFlight("p2"), f.inFlight("d2"))
 	}
-	if !f.d.Release(dec.Lease.ID) || f.inFlight("p2") != 0 || f.inFlight("d2") != 0 {
+	ids, ok := f.d.Release(dec.Lease.ID)
+	if !ok || f.inFlight("p2") != 0 || f.inFlight("d2") != 0 {
 		t.Errorf("Release did not free both engines")
 	}
-	if f.d.Release(dec.Lease.ID) {
+	if diff := cmp.Diff([]string{"d2", "p2"}, ids); diff != "" {
+		t.Errorf("Release() engines mismatch (-want +got):\n%s", diff)
+	}
+	if _, ok := f.d.Release(dec.Lease.ID); ok {
 		t.Errorf("second Release of the same lease reported true")
 	}
 }
@@ -325,5 +329,25 @@ func TestApplyRefusesUnbuildableConfig(t *testing.T) {
 	}
 	if f.d.ConfigVersion() != 0 {
 		t.Errorf("a refused configuration was installed")
+	}
+}
+
+func TestExplainSaysWhyAnEngineIsExcluded(t *testing.T) {
+	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.apply("{}")
+	f.reg.SetHealth("a", registry.Health{Healthy: false, Reason: "circuit breaker open"})
+	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := dec.Explain.Attempts[0].Stages[0].Candidates
+	found := false
+	for _, c := range cands {
+		if c.EngineID == "a" && c.Note == "unhealthy: circuit breaker open" {
+			found = true
+		}
+	}
+	if dec.Plain.Worker.ID != "b" || !found {
+		t.Errorf("decision %s, candidates %+v; want b, with a listed as unhealthy", dec.Plain.Worker.ID, cands)
 	}
 }

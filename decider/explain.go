@@ -1,6 +1,7 @@
 package decider
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/decider/policy"
@@ -35,6 +36,8 @@ type StageAttempt struct {
 	PickedEngineID string
 	Reason         string
 	Detail         string
+	// Excluded lists group members that were not candidates (unhealthy), with why.
+	Excluded []policy.CandidateNote
 	// PrefixLookup is what a cache-aware policy's prefix lookup found; 0 for other policies.
 	PrefixLookup policy.PrefixStatus
 }
@@ -65,16 +68,26 @@ func (x *explainer) end(outcome string) {
 	x.ex.Attempts[len(x.ex.Attempts)-1].Outcome = outcome
 }
 
-func (x *explainer) stage(role registry.Role, g *EngineGroup) *policy.Trace {
+func (x *explainer) stage(role registry.Role, g *EngineGroup, reg *registry.Snapshot, model string) *policy.Trace {
 	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
-	a.Stages = append(a.Stages, StageAttempt{Role: role, Policy: g.policy.Name()})
+	st := StageAttempt{Role: role, Policy: g.policy.Name()}
+	// Members that are not candidates because they are unhealthy, with the reason.
+	for _, w := range reg.Workers() {
+		if w.Role != role || !slices.Contains(w.Models, model) || !g.member(w.ID) {
+			continue
+		}
+		if h, ok := reg.Health(w.ID); ok && !h.Healthy {
+			st.Excluded = append(st.Excluded, policy.CandidateNote{EngineID: w.ID, Note: "unhealthy: " + h.Reason})
+		}
+	}
+	a.Stages = append(a.Stages, st)
 	return &policy.Trace{}
 }
 
 func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
 	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
 	s := &a.Stages[len(a.Stages)-1]
-	s.Candidates = t.Candidates
+	s.Candidates = append(t.Candidates, s.Excluded...)
 	s.Detail = t.Detail
 	s.PrefixLookup = t.Prefix
 	for _, c := range t.Candidates {

@@ -44,6 +44,15 @@ func NewEngineGroupOf(role registry.Role, p policy.Policy, ids []string) *Engine
 	return &EngineGroup{role: role, members: m, policy: p}
 }
 
+// member reports whether id belongs to the group's membership (nil membership: everyone).
+func (g *EngineGroup) member(id string) bool {
+	if g.members == nil {
+		return true
+	}
+	_, ok := g.members[id]
+	return ok
+}
+
 // Role is the stage this group serves.
 func (g *EngineGroup) Role() registry.Role { return g.role }
 

@@ -1,0 +1,126 @@
+package enginehealth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/state/registry"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+func setup(t *testing.T, cfg Config, urls map[string]string) (*Tracker, *registry.Registry, *time.Time) {
+	t.Helper()
+	reg := registry.New(slots.NewTable())
+	var ws []registry.Worker
+	for id, u := range urls {
+		ws = append(ws, registry.Worker{ID: id, URL: u, Models: []string{"m"}, Role: registry.RolePlain})
+	}
+	if err := reg.Replace(ws); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(slog.New(slog.DiscardHandler), reg, cfg, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tr.now = func() time.Time { return now }
+	return tr, reg, &now
+}
+
+func candidates(reg *registry.Registry) int { return len(reg.Snapshot().Candidates("m", registry.RolePlain)) }
+
+func TestBreaker(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BreakerFailures, cfg.BreakerCoolDown = 3, 10*time.Second
+	tr, reg, now := setup(t, cfg, map[string]string{"a": "http://a.test"})
+	tr.ReportFailure("a")
+	tr.ReportFailure("a")
+	tr.ReportSuccess("a") // resets the streak
+	tr.ReportFailure("a")
+	tr.ReportFailure("a")
+	if candidates(reg) != 1 {
+		t.Fatal("breaker opened before the threshold")
+	}
+	tr.ReportFailure("a")
+	if st := tr.State("a"); st.Breaker != BreakerOpen || candidates(reg) != 0 {
+		t.Fatalf("after 3 failures: %+v, candidates %d; want open and excluded", st, candidates(reg))
+	}
+	if h, _ := reg.Snapshot().Health("a"); h.Healthy || h.Reason == "" {
+		t.Errorf("registry health = %+v, want unhealthy with a reason", h)
+	}
+	*now = now.Add(9 * time.Second)
+	tr.tick()
+	if candidates(reg) != 0 {
+		t.Fatal("breaker closed before the cool-down")
+	}
+	*now = now.Add(2 * time.Second)
+	tr.tick()
+	if st := tr.State("a"); st.Breaker != BreakerHalfOpen || candidates(reg) != 1 {
+		t.Fatalf("after cool-down: %+v; want half-open and a candidate", st)
+	}
+	tr.ReportFailure("a") // failed trial: open again at once
+	if st := tr.State("a"); st.Breaker != BreakerOpen {
+		t.Fatalf("failed trial left breaker %s", st.Breaker)
+	}
+	*now = now.Add(11 * time.Second)
+	tr.tick()
+	tr.ReportSuccess("a")
+	if st := tr.State("a"); st.Breaker != BreakerClosed || candidates(reg) != 1 {
+		t.Errorf("successful trial: %+v; want closed", st)
+	}
+}
+
+func TestProbe(t *testing.T) {
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" || failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig()
+	cfg.ProbeFailures, cfg.ProbeSuccesses = 2, 2
+	tr, reg, _ := setup(t, cfg, map[string]string{"a": srv.URL, "dead": "http://127.0.0.1:1"})
+	ctx := context.Background()
+	tr.ProbeAll(ctx)
+	if candidates(reg) != 2 {
+		t.Fatal("one failed probe already excluded an engine")
+	}
+	tr.ProbeAll(ctx)
+	if got := candidates(reg); got != 1 || !tr.State("a").Healthy || tr.State("dead").Healthy {
+		t.Fatalf("after two probes: %d candidates, a=%+v dead=%+v", got, tr.State("a"), tr.State("dead"))
+	}
+	failing.Store(true)
+	tr.ProbeAll(ctx)
+	tr.ProbeAll(ctx)
+	if candidates(reg) != 0 {
+		t.Fatal("failing engine still a candidate")
+	}
+	failing.Store(false)
+	tr.ProbeAll(ctx)
+	if candidates(reg) != 0 {
+		t.Fatal("recovered after one good probe; want two")
+	}
+	tr.ProbeAll(ctx)
+	if candidates(reg) != 1 || !tr.State("a").Healthy {
+		t.Errorf("a did not recover after two good probes: %+v", tr.State("a"))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ProbePath = "health"
+	cfg.BreakerCoolDown = 0
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("Validate accepted a relative probe path and zero cool-down")
+	}
+}
