@@ -34,7 +34,9 @@ func setup(t *testing.T, cfg Config, urls map[string]string) (*Tracker, *registr
 	return tr, reg, &now
 }
 
-func candidates(reg *registry.Registry) int { return len(reg.Snapshot().Candidates("m", registry.RolePlain)) }
+func candidates(reg *registry.Registry) int {
+	return len(reg.Snapshot().Candidates("m", registry.RolePlain))
+}
 
 func TestBreaker(t *testing.T) {
 	cfg := DefaultConfig()
