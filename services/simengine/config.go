@@ -1,0 +1,196 @@
+package simengine
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/services/simengine/engine"
+)
+
+// KV payload formats (-kv-format) and metric namings (-metrics-naming).
+const (
+	KVFormatProto       = "proto"
+	KVFormatVLLMMsgpack = "vllm-msgpack"
+	NamingSGLang        = "sglang"
+	NamingVLLM          = "vllm"
+)
+
+// Config is the simengine's configuration, bound to flags with SLUICE_* environment fallbacks
+// in main and validated by New.
+type Config struct {
+	// Addr is the HTTP listen address.
+	Addr string
+	// ID is the engine id in load reports and KV events (the Kafka record key).
+	ID string
+	// Model is the served model name.
+	Model string
+	// Role is plain, prefill or decode.
+	Role string
+	// BootstrapPort is the prefill engine's KV bootstrap port; 0 picks a free one. Ignored by
+	// other roles.
+	BootstrapPort int
+	// CheckBootstrap makes a decode engine connect to the request's bootstrap host and port
+	// (the KV handoff) and fail the request when it cannot.
+	CheckBootstrap bool
+	// StartFailed starts the engine unhealthy (as after POST /admin/fail).
+	StartFailed bool
+
+	// KafkaBrokers, comma-separated; empty publishes nothing.
+	KafkaBrokers string
+	LoadTopic    string
+	KVTopic      string
+	// KVFormat is proto (sluice.v1.KvEventBatch) or vllm-msgpack (vLLM's own batch).
+	KVFormat string
+	// LoadInterval is the load-report period; KVInterval the KV-event batching period.
+	LoadInterval time.Duration
+	KVInterval   time.Duration
+
+	// MetricsNaming is sglang or vllm.
+	MetricsNaming string
+
+	BlockSize           int
+	CacheBlocks         int
+	MaxRunning          int
+	PrefillTokensPerSec float64
+	DecodeMsPerToken    float64
+	Speed               float64
+	// DefaultMaxTokens applies when a request gives no max_tokens.
+	DefaultMaxTokens int
+
+	// ShutdownTimeout bounds the graceful drain.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults every flag starts from.
+func DefaultConfig() Config {
+	return Config{
+		Addr:                ":8000",
+		ID:                  "sim-0",
+		Model:               "sim-model",
+		Role:                "plain",
+		CheckBootstrap:      true,
+		LoadTopic:           "sluice.engine-load.v1",
+		KVTopic:             "sluice.kv-events.v1",
+		KVFormat:            KVFormatProto,
+		LoadInterval:        500 * time.Millisecond,
+		KVInterval:          50 * time.Millisecond,
+		MetricsNaming:       NamingSGLang,
+		BlockSize:           engine.DefaultBlockSize,
+		CacheBlocks:         engine.DefaultCacheBlocks,
+		MaxRunning:          engine.DefaultMaxRunning,
+		PrefillTokensPerSec: engine.DefaultPrefillTokensPerSec,
+		DecodeMsPerToken:    engine.DefaultDecodeMsPerToken,
+		Speed:               1,
+		DefaultMaxTokens:    engine.DefaultMaxTokens,
+		ShutdownTimeout:     10 * time.Second,
+	}
+}
+
+// RegisterFlags binds c's fields to fs; values already in c are the defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address")
+	fs.StringVar(&c.ID, "id", c.ID, "engine id in load reports and KV events (Kafka record key)")
+	fs.StringVar(&c.Model, "model", c.Model, "served model name")
+	fs.StringVar(&c.Role, "role", c.Role, "plain, prefill or decode")
+	fs.IntVar(&c.BootstrapPort, "bootstrap-port", c.BootstrapPort, "prefill role: KV bootstrap listen port (0 = any free port)")
+	fs.BoolVar(&c.CheckBootstrap, "check-bootstrap", c.CheckBootstrap, "decode role: connect to the request's bootstrap host:port and fail the request if it cannot")
+	fs.BoolVar(&c.StartFailed, "fail", c.StartFailed, "start unhealthy: /health and the generation routes answer 503 until POST /admin/recover")
+	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "comma-separated Kafka brokers; empty = publish nothing")
+	fs.StringVar(&c.LoadTopic, "load-topic", c.LoadTopic, "Kafka topic for LoadReport records")
+	fs.StringVar(&c.KVTopic, "kv-topic", c.KVTopic, "Kafka topic for KV-event records")
+	fs.StringVar(&c.KVFormat, "kv-format", c.KVFormat, "KV-event payload: proto (sluice.v1.KvEventBatch) or vllm-msgpack")
+	fs.DurationVar(&c.LoadInterval, "load-interval", c.LoadInterval, "load report period")
+	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period")
+	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "/metrics naming: sglang or vllm")
+	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
+	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
+	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests running at once; the rest queue")
+	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill speed for uncached prompt tokens")
+	fs.Float64Var(&c.DecodeMsPerToken, "decode-ms-per-token", c.DecodeMsPerToken, "time per output token (ms)")
+	fs.Float64Var(&c.Speed, "speed", c.Speed, "divides every simulated duration (100 = a hundred times faster)")
+	fs.IntVar(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "output tokens when a request sets no max_tokens")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+}
+
+// Brokers returns the parsed broker list.
+func (c *Config) Brokers() []string {
+	var out []string
+	for _, b := range strings.Split(c.KafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Validate checks every field and reports all problems, each naming the flag and the fix.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("-addr %q: want host:port (e.g. :8000): %w", c.Addr, err))
+	}
+	if c.ID == "" {
+		errs = append(errs, errors.New("-id: must not be empty"))
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("-model: must not be empty"))
+	}
+	if _, err := engine.ParseRole(c.Role); err != nil {
+		errs = append(errs, fmt.Errorf("-role: %w", err))
+	}
+	if c.BootstrapPort < 0 || c.BootstrapPort > 65535 {
+		errs = append(errs, fmt.Errorf("-bootstrap-port %d: want 0..65535", c.BootstrapPort))
+	}
+	if c.KVFormat != KVFormatProto && c.KVFormat != KVFormatVLLMMsgpack {
+		errs = append(errs, fmt.Errorf("-kv-format %q: use %s or %s", c.KVFormat, KVFormatProto, KVFormatVLLMMsgpack))
+	}
+	if c.MetricsNaming != NamingSGLang && c.MetricsNaming != NamingVLLM {
+		errs = append(errs, fmt.Errorf("-metrics-naming %q: use %s or %s", c.MetricsNaming, NamingSGLang, NamingVLLM))
+	}
+	if len(c.Brokers()) > 0 {
+		if c.LoadTopic == "" || c.KVTopic == "" {
+			errs = append(errs, errors.New("-load-topic and -kv-topic: must not be empty when -kafka-brokers is set"))
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"load-interval", c.LoadInterval}, {"kv-interval", c.KVInterval}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: must be positive", d.flag, d.v))
+		}
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"block-size", c.BlockSize}, {"cache-blocks", c.CacheBlocks}, {"max-running", c.MaxRunning}, {"default-max-tokens", c.DefaultMaxTokens}} {
+		if p.v <= 0 {
+			errs = append(errs, fmt.Errorf("-%s %d: must be positive", p.flag, p.v))
+		}
+	}
+	if c.DefaultMaxTokens > engine.MaxOutputTokens {
+		errs = append(errs, fmt.Errorf("-default-max-tokens %d: at most %d", c.DefaultMaxTokens, engine.MaxOutputTokens))
+	}
+	for _, p := range []struct {
+		flag string
+		v    float64
+	}{{"prefill-tokens-per-sec", c.PrefillTokensPerSec}, {"decode-ms-per-token", c.DecodeMsPerToken}, {"speed", c.Speed}} {
+		if !(p.v > 0) {
+			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) engineConfig(sink engine.Sink) engine.Config {
+	role, _ := engine.ParseRole(c.Role)
+	return engine.Config{
+		Role: role, BlockSize: c.BlockSize, CacheBlocks: c.CacheBlocks, MaxRunning: c.MaxRunning,
+		PrefillTokensPerSec: c.PrefillTokensPerSec, DecodeMsPerToken: c.DecodeMsPerToken, Speed: c.Speed,
+		DefaultMaxTokens: c.DefaultMaxTokens, Sink: sink,
+	}
+}

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"container/list"
+	"encoding/binary"
+	"hash/fnv"
+)
+
+// prefixCache is a bounded set of full KV blocks keyed by a chained hash of their token ids,
+// evicted least-recently-used first. A chain is always touched deepest block first, so its root
+// is the most recent and eviction takes leaves before the prefixes they extend.
+// It is not safe for concurrent use: the engine's lock guards it.
+type prefixCache struct {
+	blockSize int
+	capacity  int
+	seed      uint64
+	lru       *list.List // of uint64 hashes, front = most recently used
+	blocks    map[uint64]*list.Element
+}
+
+func newPrefixCache(blockSize, capacity int, seed uint64) *prefixCache {
+	return &prefixCache{blockSize: blockSize, capacity: capacity, seed: seed, lru: list.New(),
+		blocks: make(map[uint64]*list.Element)}
+}
+
+// chain returns the hash of each full block of tokens: hash_i = H(hash_{i-1}, block_i) with
+// hash_{-1} = seed.
+func (c *prefixCache) chain(tokens []uint32) []uint64 {
+	n := len(tokens) / c.blockSize
+	out := make([]uint64, n)
+	parent := c.seed
+	buf := make([]byte, 8+4*c.blockSize)
+	for i := range n {
+		binary.LittleEndian.PutUint64(buf, parent)
+		for j, t := range tokens[i*c.blockSize : (i+1)*c.blockSize] {
+			binary.LittleEndian.PutUint32(buf[8+4*j:], t)
+		}
+		h := fnv.New64a()
+		_, _ = h.Write(buf)
+		parent = h.Sum64()
+		out[i] = parent
+	}
+	return out
+}
+
+// matched counts the leading hashes present in the cache, without touching them.
+func (c *prefixCache) matched(hashes []uint64) int {
+	for i, h := range hashes {
+		if _, ok := c.blocks[h]; !ok {
+			return i
+		}
+	}
+	return len(hashes)
+}
+
+// touch marks the present hashes as used, deepest first.
+func (c *prefixCache) touch(hashes []uint64) {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		if el, ok := c.blocks[hashes[i]]; ok {
+			c.lru.MoveToFront(el)
+		}
+	}
+}
+
+// store inserts the blocks of tokens (whose chain is hashes) that are missing, evicting as
+// needed, and returns the events describing the change: evictions first, then one
+// BlockStored per run of consecutive new blocks. A chain longer than the cache is stored up to
+// the cache's capacity.
+func (c *prefixCache) store(hashes []uint64, tokens []uint32) []Event {
+	n := min(len(hashes), c.capacity)
+	hashes = hashes[:n]
+	c.touch(hashes)
+	var removed []uint64
+	var stored []Event
+	cur := -1 // index in stored of the run being extended
+	for i, h := range hashes {
+		if _, ok := c.blocks[h]; ok {
+			cur = -1
+			continue
+		}
+		if c.lru.Len() >= c.capacity {
+			// The chain's blocks are all more recent than any other, so the tail is not one.
+			tail := c.lru.Back()
+			old := tail.Value.(uint64)
+			c.lru.Remove(tail)
+			delete(c.blocks, old)
+			removed = append(removed, old)
+		}
+		c.blocks[h] = c.lru.PushFront(h)
+		if cur < 0 {
+			ev := Event{Kind: BlockStored, BlockSize: c.blockSize}
+			if i > 0 {
+				ev.ParentHash, ev.HasParent = hashes[i-1], true
+			}
+			stored = append(stored, ev)
+			cur = len(stored) - 1
+		}
+		stored[cur].BlockHashes = append(stored[cur].BlockHashes, h)
+		stored[cur].TokenIDs = append(stored[cur].TokenIDs, tokens[i*c.blockSize:(i+1)*c.blockSize]...)
+	}
+	c.touch(hashes)
+	var out []Event
+	if len(removed) > 0 {
+		out = append(out, Event{Kind: BlockRemoved, BlockHashes: removed})
+	}
+	return append(out, stored...)
+}
+
+// clear drops every block.
+func (c *prefixCache) clear() {
+	c.lru.Init()
+	clear(c.blocks)
+}
+
+func (c *prefixCache) len() int { return c.lru.Len() }

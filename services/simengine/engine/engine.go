@@ -1,0 +1,466 @@
+// Package engine is a simulated LLM inference engine without any transport: a bounded prefix
+// cache of full KV blocks (LRU, chained block hashes, KV events through a Sink) and a latency
+// model (a FIFO queue in front of a fixed number of running slots; prefill time proportional to
+// the uncached prompt tokens; a fixed time per output token; a speed factor). The HTTP simengine
+// wraps it, and a trace-replay harness can drive it directly with a StepClock.
+//
+// An Engine starts no goroutines of its own: each Submit starts one for its request, which ends
+// when the request finishes or its context is cancelled; Wait waits for all of them.
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the zero Config fields.
+const (
+	DefaultBlockSize           = 16
+	DefaultCacheBlocks         = 8192
+	DefaultMaxRunning          = 16
+	DefaultPrefillTokensPerSec = 20000
+	DefaultDecodeMsPerToken    = 20
+	DefaultSpeed               = 1
+	DefaultMaxTokens           = 16
+	DefaultVocab               = 32000
+	// MaxOutputTokens bounds Request.MaxTokens (the token channel is buffered to it).
+	MaxOutputTokens = 1 << 16
+)
+
+// ErrEmptyPrompt is returned by Submit for a request without token ids.
+var ErrEmptyPrompt = errors.New("engine: request has no prompt tokens")
+
+// Config tunes the simulation. Zero fields take the Default* values.
+type Config struct {
+	// Role decides whether requests are prefilled, decoded or both.
+	Role Role
+	// BlockSize is the number of tokens per KV block.
+	BlockSize int
+	// CacheBlocks bounds the prefix cache, in blocks.
+	CacheBlocks int
+	// MaxRunning is how many requests run at once; the rest wait in FIFO order.
+	MaxRunning int
+	// PrefillTokensPerSec is the prefill speed per request for uncached prompt tokens.
+	PrefillTokensPerSec float64
+	// DecodeMsPerToken is the time per output token after the first.
+	DecodeMsPerToken float64
+	// Speed divides every simulated duration (100 runs a hundred times faster than the model).
+	Speed float64
+	// DefaultMaxTokens is used when a request's MaxTokens is 0.
+	DefaultMaxTokens int
+	// Vocab bounds generated token ids.
+	Vocab uint32
+	// HashSeed seeds the block hash chain, as engines seed theirs.
+	HashSeed uint64
+	// Clock is the time source; nil is the wall clock.
+	Clock Clock
+	// Sink receives KV-cache events; nil drops them.
+	Sink Sink
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.BlockSize, DefaultBlockSize)
+	def(&c.CacheBlocks, DefaultCacheBlocks)
+	def(&c.MaxRunning, DefaultMaxRunning)
+	def(&c.DefaultMaxTokens, DefaultMaxTokens)
+	if c.PrefillTokensPerSec == 0 {
+		c.PrefillTokensPerSec = DefaultPrefillTokensPerSec
+	}
+	if c.DecodeMsPerToken == 0 {
+		c.DecodeMsPerToken = DefaultDecodeMsPerToken
+	}
+	if c.Speed == 0 {
+		c.Speed = DefaultSpeed
+	}
+	if c.Vocab == 0 {
+		c.Vocab = DefaultVocab
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	return c
+}
+
+// Validate reports every out-of-range field (after defaults apply).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Role < RolePlain || c.Role > RoleDecode {
+		errs = append(errs, fmt.Errorf("role %d: use plain, prefill or decode", c.Role))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"block size", c.BlockSize}, {"cache blocks", c.CacheBlocks}, {"max running", c.MaxRunning}, {"default max tokens", c.DefaultMaxTokens}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must be positive", f.name, f.v))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"prefill tokens per second", c.PrefillTokensPerSec}, {"decode ms per token", c.DecodeMsPerToken}, {"speed", c.Speed}} {
+		if !(f.v > 0) {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive", f.name, f.v))
+		}
+	}
+	if c.DefaultMaxTokens > MaxOutputTokens {
+		errs = append(errs, fmt.Errorf("default max tokens %d: at most %d", c.DefaultMaxTokens, MaxOutputTokens))
+	}
+	return errors.Join(errs...)
+}
+
+// Engine is one simulated engine (one DP rank). Its methods are safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	nextID atomic.Uint64
+	runs   sync.WaitGroup
+
+	mu              sync.Mutex
+	cache           *prefixCache
+	running         int
+	kvUsed          int64 // prompt + generated tokens of running requests
+	queue           []*Run
+	waitingUncached int64
+	prefillTokens   int64 // cumulative uncached prompt tokens prefilled
+	prefillBusy     time.Duration
+}
+
+// New returns an idle engine with an empty cache.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Engine{cfg: cfg, cache: newPrefixCache(cfg.BlockSize, cfg.CacheBlocks, cfg.HashSeed)}, nil
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Request is one generation request.
+type Request struct {
+	// TokenIDs is the prompt; it must not be empty. The engine does not modify it.
+	TokenIDs []uint32
+	// MaxTokens is the number of tokens to generate (the simulation never stops early); 0 uses
+	// Config.DefaultMaxTokens. A prefill engine generates at most one.
+	MaxTokens int
+	// Stream is informational: the model behaves the same either way.
+	Stream bool
+}
+
+// Token is one generated token and when it was produced.
+type Token struct {
+	// Index counts from 0.
+	Index int
+	ID    uint32
+	Time  time.Time
+}
+
+// Result summarises a finished run.
+type Result struct {
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	// OutputIDs are the generated token ids in order.
+	OutputIDs []uint32
+	// QueueTime is the time spent waiting for a running slot, PrefillTime the simulated
+	// prefill, Duration the whole run from Submit.
+	QueueTime, PrefillTime, Duration time.Duration
+	// FinishReason is "length" for a completed run.
+	FinishReason string
+}
+
+// Run is one submitted request. Tokens streams its output; Result waits for the end.
+type Run struct {
+	// ID is unique per engine.
+	ID uint64
+
+	e         *Engine
+	prompt    []uint32
+	hashes    []uint64
+	maxTokens int
+	tokens    chan Token
+	done      chan struct{}
+
+	// Guarded by e.mu while queued.
+	ready    chan struct{}
+	granted  bool
+	estimate int64 // uncached tokens estimated at Submit
+	kv       int64 // tokens this run holds in e.kvUsed
+
+	res Result
+	err error
+}
+
+// Tokens delivers each output token as it is produced and is closed when the run ends. It is
+// buffered for the whole output, so a caller that only wants Result need not drain it.
+func (r *Run) Tokens() <-chan Token { return r.tokens }
+
+// Done is closed when the run has ended.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Result waits for the run to end. The error is the context's error when the run was cancelled;
+// the Result then holds what was done until then.
+func (r *Run) Result() (Result, error) {
+	<-r.done
+	return r.res, r.err
+}
+
+// Submit queues req and starts its run, which ends when it completes or ctx is cancelled
+// (cancellation frees its slot or its place in the queue at once).
+func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
+	if len(req.TokenIDs) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	maxTokens := req.MaxTokens
+	switch {
+	case maxTokens < 0 || maxTokens > MaxOutputTokens:
+		return nil, fmt.Errorf("engine: max tokens %d: want 0..%d", maxTokens, MaxOutputTokens)
+	case maxTokens == 0:
+		maxTokens = e.cfg.DefaultMaxTokens
+	}
+	if e.cfg.Role == RolePrefill {
+		maxTokens = 1
+	}
+	r := &Run{
+		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, maxTokens: maxTokens,
+		tokens: make(chan Token, maxTokens), done: make(chan struct{}),
+	}
+	if e.cfg.Role != RoleDecode {
+		r.hashes = e.cache.chain(req.TokenIDs)
+	}
+	e.runs.Add(1)
+	go func() {
+		defer e.runs.Done()
+		r.run(ctx)
+	}()
+	return r, nil
+}
+
+// Wait blocks until every submitted run has ended.
+func (e *Engine) Wait() { e.runs.Wait() }
+
+func (r *Run) run(ctx context.Context) {
+	e := r.e
+	clk := e.cfg.Clock
+	start := clk.Now()
+	r.res.PromptTokens = len(r.prompt)
+	defer func() {
+		r.res.Duration = clk.Now().Sub(start)
+		close(r.tokens)
+		close(r.done)
+	}()
+	if err := e.acquire(ctx, r); err != nil {
+		r.err = err
+		return
+	}
+	defer e.release(r)
+	r.res.QueueTime = clk.Now().Sub(start)
+
+	cached := e.beginPrefill(r)
+	uncached := len(r.prompt) - cached
+	r.res.CachedTokens = cached
+	var prefill time.Duration
+	if e.cfg.Role != RoleDecode {
+		prefill = e.scale(float64(uncached) / e.cfg.PrefillTokensPerSec * float64(time.Second))
+	}
+	r.res.PrefillTime = prefill
+	if err := clk.Sleep(ctx, prefill); err != nil {
+		r.err = err
+		return
+	}
+	e.endPrefill(r, uncached, prefill)
+
+	tpot := e.scale(e.cfg.DecodeMsPerToken * float64(time.Millisecond))
+	seed := promptHash(r.prompt)
+	for i := range r.maxTokens {
+		if i > 0 {
+			if err := clk.Sleep(ctx, tpot); err != nil {
+				r.err = err
+				return
+			}
+		}
+		id := outputToken(seed, i, e.cfg.Vocab)
+		e.mu.Lock()
+		e.kvUsed++
+		r.kv++
+		e.mu.Unlock()
+		r.res.OutputIDs = append(r.res.OutputIDs, id)
+		r.res.CompletionTokens++
+		r.tokens <- Token{Index: i, ID: id, Time: clk.Now()}
+	}
+	r.res.FinishReason = "length"
+}
+
+func (e *Engine) scale(d float64) time.Duration { return time.Duration(d / e.cfg.Speed) }
+
+// acquire takes a running slot, waiting in FIFO order behind earlier requests.
+func (e *Engine) acquire(ctx context.Context, r *Run) error {
+	e.mu.Lock()
+	if e.running < e.cfg.MaxRunning && len(e.queue) == 0 {
+		e.admitLocked(r)
+		e.mu.Unlock()
+		return nil
+	}
+	if r.hashes != nil {
+		r.estimate = int64(len(r.prompt) - e.cache.matched(r.hashes)*e.cfg.BlockSize)
+	}
+	r.ready = make(chan struct{})
+	e.queue = append(e.queue, r)
+	e.waitingUncached += r.estimate
+	e.mu.Unlock()
+
+	select {
+	case <-r.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	if r.granted {
+		e.mu.Unlock()
+		e.release(r)
+		return ctx.Err()
+	}
+	for i, q := range e.queue {
+		if q == r {
+			e.queue = append(e.queue[:i], e.queue[i+1:]...)
+			break
+		}
+	}
+	e.waitingUncached -= r.estimate
+	e.mu.Unlock()
+	return ctx.Err()
+}
+
+func (e *Engine) admitLocked(r *Run) {
+	e.running++
+	r.granted = true
+	r.kv = int64(len(r.prompt))
+	e.kvUsed += r.kv
+}
+
+// release frees r's slot and hands it to the head of the queue.
+func (e *Engine) release(r *Run) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running--
+	e.kvUsed -= r.kv
+	r.kv = 0
+	for e.running < e.cfg.MaxRunning && len(e.queue) > 0 {
+		next := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		e.waitingUncached -= next.estimate
+		e.admitLocked(next)
+		close(next.ready)
+	}
+}
+
+// beginPrefill matches the prompt against the cache and returns the cached tokens.
+func (e *Engine) beginPrefill(r *Run) int {
+	if r.hashes == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.cache.matched(r.hashes)
+	e.cache.touch(r.hashes[:n])
+	return n * e.cfg.BlockSize
+}
+
+// endPrefill stores the prompt's full blocks and accounts the prefill work.
+func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
+	if r.hashes == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.prefillTokens += int64(uncached)
+	e.prefillBusy += busy
+	if evs := e.cache.store(r.hashes, r.prompt); len(evs) > 0 && e.cfg.Sink != nil {
+		e.cfg.Sink(evs)
+	}
+}
+
+// Reset drops the whole prefix cache and emits AllBlocksCleared.
+func (e *Engine) Reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cache.clear()
+	if e.cfg.Sink != nil {
+		e.cfg.Sink([]Event{{Kind: AllBlocksCleared}})
+	}
+}
+
+// Load is a snapshot of the engine's load, in the terms of sluice's load reports.
+type Load struct {
+	Running, Waiting int64
+	// KVUsedTokens are the prompt and generated tokens of running requests; KVCapacityTokens is
+	// the cache size in tokens.
+	KVUsedTokens, KVCapacityTokens int64
+	// WaitingUncachedTokens estimates the prefill work queued (prompt tokens not in the cache
+	// when the request arrived); TotalTokens = KVUsedTokens + WaitingUncachedTokens.
+	WaitingUncachedTokens, TotalTokens int64
+	MaxRunning                         int64
+	// PrefillUncachedTokensTotal and PrefillBusyMicrosTotal are cumulative since start.
+	PrefillUncachedTokensTotal, PrefillBusyMicrosTotal int64
+	// CachedBlocks is the number of blocks in the prefix cache.
+	CachedBlocks int64
+}
+
+// Load returns the current load.
+func (e *Engine) Load() Load {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Load{
+		Running: int64(e.running), Waiting: int64(len(e.queue)),
+		KVUsedTokens: e.kvUsed, KVCapacityTokens: int64(e.cfg.CacheBlocks * e.cfg.BlockSize),
+		WaitingUncachedTokens: e.waitingUncached, TotalTokens: e.kvUsed + e.waitingUncached,
+		MaxRunning:                 int64(e.cfg.MaxRunning),
+		PrefillUncachedTokensTotal: e.prefillTokens, PrefillBusyMicrosTotal: e.prefillBusy.Microseconds(),
+		CachedBlocks: int64(e.cache.len()),
+	}
+}
+
+// CachedPrefix returns how many leading tokens of tokens are in the prefix cache (whole
+// blocks), without touching the LRU order.
+func (e *Engine) CachedPrefix(tokens []uint32) int {
+	if e.cfg.Role == RoleDecode {
+		return 0
+	}
+	h := e.cache.chain(tokens)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cache.matched(h) * e.cfg.BlockSize
+}
+
+func promptHash(tokens []uint32) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint32(b[:], t)
+		_, _ = h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// outputToken is a deterministic token id for output position i of a prompt.
+func outputToken(seed uint64, i int, vocab uint32) uint32 {
+	x := seed ^ uint64(i+1)*0x9E3779B97F4A7C15
+	x ^= x >> 31
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 29
+	return uint32(x % uint64(vocab))
+}

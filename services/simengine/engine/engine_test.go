@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// recorder is a Sink that keeps every event.
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (r *recorder) sink(evs []Event) {
+	r.mu.Lock()
+	r.evs = append(r.evs, evs...)
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.evs
+	r.evs = nil
+	return out
+}
+
+func seq(from, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(from + i)
+	}
+	return out
+}
+
+func newStepEngine(t *testing.T, cfg Config) (*Engine, *recorder, *StepClock) {
+	t.Helper()
+	rec := &recorder{}
+	clk := NewStepClock(time.Unix(1000, 0))
+	cfg.Clock, cfg.Sink = clk, rec.sink
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, rec, clk
+}
+
+func mustRun(t *testing.T, e *Engine, req Request) Result {
+	t.Helper()
+	r, err := e.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestCacheHitsAndStoredEvents(t *testing.T) {
+	e, rec, _ := newStepEngine(t, Config{BlockSize: 4, CacheBlocks: 100})
+	prompt := seq(1, 10) // two full blocks and a partial one
+	res := mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 3})
+	if res.CachedTokens != 0 || res.PromptTokens != 10 || res.CompletionTokens != 3 || len(res.OutputIDs) != 3 {
+		t.Errorf("first run: %+v", res)
+	}
+	evs := rec.take()
+	hashes := e.cache.chain(prompt)
+	want := []Event{{Kind: BlockStored, BlockHashes: hashes, TokenIDs: prompt[:8], BlockSize: 4}}
+	if diff := cmp.Diff(want, evs); diff != "" {
+		t.Errorf("events after first run mismatch (-want +got):\n%s", diff)
+	}
+
+	// Shares the first block, then diverges: one hit block, one new block whose parent is the first.
+	second := append(seq(1, 4), seq(50, 8)...)
+	res = mustRun(t, e, Request{TokenIDs: second, MaxTokens: 1})
+	if res.CachedTokens != 4 {
+		t.Errorf("second run cached %d tokens, want 4", res.CachedTokens)
+	}
+	h2 := e.cache.chain(second)
+	want = []Event{{Kind: BlockStored, BlockHashes: h2[1:], ParentHash: h2[0], HasParent: true, TokenIDs: second[4:], BlockSize: 4}}
+	if diff := cmp.Diff(want, rec.take()); diff != "" {
+		t.Errorf("events after second run mismatch (-want +got):\n%s", diff)
+	}
+	if got := e.CachedPrefix(prompt); got != 8 {
+		t.Errorf("CachedPrefix = %d, want 8", got)
+	}
+	if res2 := mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 1}); res2.CachedTokens != 8 {
+		t.Errorf("repeat run cached %d, want 8", res2.CachedTokens)
+	}
+	if len(rec.take()) != 0 {
+		t.Error("a full cache hit emitted events")
+	}
+}
+
+func TestEvictionEmitsBlockRemoved(t *testing.T) {
+	e, rec, _ := newStepEngine(t, Config{BlockSize: 2, CacheBlocks: 3})
+	a := seq(1, 4)   // 2 blocks
+	b := seq(100, 4) // 2 blocks
+	mustRun(t, e, Request{TokenIDs: a, MaxTokens: 1})
+	rec.take()
+	ha, hb := e.cache.chain(a), e.cache.chain(b)
+	mustRun(t, e, Request{TokenIDs: b, MaxTokens: 1})
+	// The cache holds 3 blocks: a's leaf goes first (chains are touched deepest first).
+	want := []Event{
+		{Kind: BlockRemoved, BlockHashes: []uint64{ha[1]}},
+		{Kind: BlockStored, BlockHashes: hb, TokenIDs: b, BlockSize: 2},
+	}
+	if diff := cmp.Diff(want, rec.take()); diff != "" {
+		t.Errorf("eviction events mismatch (-want +got):\n%s", diff)
+	}
+	if got := e.CachedPrefix(a); got != 2 {
+		t.Errorf("a's cached prefix after eviction = %d, want 2 (root kept)", got)
+	}
+	if l := e.Load(); l.CachedBlocks != 3 {
+		t.Errorf("cached blocks = %d, want 3", l.CachedBlocks)
+	}
+	e.Reset()
+	if diff := cmp.Diff([]Event{{Kind: AllBlocksCleared}}, rec.take()); diff != "" {
+		t.Errorf("reset events mismatch (-want +got):\n%s", diff)
+	}
+	if got := e.CachedPrefix(b); got != 0 {
+		t.Errorf("cached prefix after reset = %d", got)
+	}
+}
+
+func TestChainLongerThanCache(t *testing.T) {
+	e, rec, _ := newStepEngine(t, Config{BlockSize: 1, CacheBlocks: 2})
+	mustRun(t, e, Request{TokenIDs: seq(1, 5), MaxTokens: 1})
+	evs := rec.take()
+	if len(evs) != 1 || len(evs[0].BlockHashes) != 2 {
+		t.Fatalf("events = %+v, want one BlockStored of 2 blocks", evs)
+	}
+}
+
+func TestLatencyProportionalToUncachedTokens(t *testing.T) {
+	e, _, _ := newStepEngine(t, Config{BlockSize: 16, PrefillTokensPerSec: 1000, DecodeMsPerToken: 10, Speed: 2})
+	cold := mustRun(t, e, Request{TokenIDs: seq(0, 320), MaxTokens: 5})
+	// 320 uncached tokens at 1000/s, twice as fast: 160 ms; 4 decode steps of 5 ms.
+	if cold.PrefillTime != 160*time.Millisecond {
+		t.Errorf("cold prefill = %v, want 160ms", cold.PrefillTime)
+	}
+	if cold.Duration != 180*time.Millisecond {
+		t.Errorf("cold duration = %v, want 180ms", cold.Duration)
+	}
+	warm := mustRun(t, e, Request{TokenIDs: append(seq(0, 320), seq(5000, 80)...), MaxTokens: 1})
+	if warm.CachedTokens != 320 || warm.PrefillTime != 40*time.Millisecond {
+		t.Errorf("warm: cached %d prefill %v, want 320 and 40ms", warm.CachedTokens, warm.PrefillTime)
+	}
+	l := e.Load()
+	if l.PrefillUncachedTokensTotal != 400 || l.PrefillBusyMicrosTotal != 200_000 {
+		t.Errorf("prefill counters = %d tokens, %d µs; want 400, 200000", l.PrefillUncachedTokensTotal, l.PrefillBusyMicrosTotal)
+	}
+}
+
+func TestWallClockLatency(t *testing.T) {
+	e, err := New(Config{PrefillTokensPerSec: 1000, DecodeMsPerToken: 1, Speed: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	timed := func(n int) time.Duration {
+		start := time.Now()
+		r, err := e.Submit(context.Background(), Request{TokenIDs: seq(n*1000, n), MaxTokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := <-r.Tokens()
+		return first.Time.Sub(start)
+	}
+	short, long := timed(100), timed(1000) // 10 ms and 100 ms of prefill
+	if long < 90*time.Millisecond || long < 3*short {
+		t.Errorf("time to first token: %v for 100 tokens, %v for 1000", short, long)
+	}
+}
+
+func TestQueueFIFOAndCancellation(t *testing.T) {
+	e, err := New(Config{MaxRunning: 1, PrefillTokensPerSec: 1e9, DecodeMsPerToken: 1000, Speed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first, err := e.Submit(ctx1, Request{TokenIDs: seq(0, 32), MaxTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-first.Tokens() // running
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	second, _ := e.Submit(ctx2, Request{TokenIDs: seq(100, 40), MaxTokens: 1})
+	third, _ := e.Submit(context.Background(), Request{TokenIDs: seq(200, 8), MaxTokens: 1})
+	waitFor(t, func() bool { return e.Load().Waiting == 2 })
+	l := e.Load()
+	if l.Running != 1 || l.WaitingUncachedTokens != 48 || l.KVUsedTokens != 33 || l.TotalTokens != 81 {
+		t.Errorf("load with a queue: %+v", l)
+	}
+	cancel2() // leaves the queue
+	if _, err := second.Result(); err != context.Canceled {
+		t.Errorf("cancelled queued run: err %v", err)
+	}
+	if l := e.Load(); l.Waiting != 1 || l.WaitingUncachedTokens != 8 {
+		t.Errorf("after cancelling a queued run: %+v", l)
+	}
+	cancel1() // frees the slot for the third
+	if _, err := first.Result(); err != context.Canceled {
+		t.Errorf("cancelled running run: err %v", err)
+	}
+	res, err := third.Result()
+	if err != nil || res.CompletionTokens != 1 {
+		t.Errorf("third: %+v, %v", res, err)
+	}
+	e.Wait()
+	if l := e.Load(); l.Running != 0 || l.Waiting != 0 || l.KVUsedTokens != 0 || l.WaitingUncachedTokens != 0 {
+		t.Errorf("idle load: %+v", l)
+	}
+}
+
+func TestPrefillAndDecodeRoles(t *testing.T) {
+	p, rec, _ := newStepEngine(t, Config{Role: RolePrefill, BlockSize: 4})
+	res := mustRun(t, p, Request{TokenIDs: seq(0, 8), MaxTokens: 50})
+	if res.CompletionTokens != 1 || len(rec.take()) != 1 {
+		t.Errorf("prefill: %+v", res)
+	}
+	d, drec, _ := newStepEngine(t, Config{Role: RoleDecode, BlockSize: 4})
+	res = mustRun(t, d, Request{TokenIDs: seq(0, 8), MaxTokens: 5})
+	if res.CompletionTokens != 5 || res.PrefillTime != 0 || len(drec.take()) != 0 {
+		t.Errorf("decode: %+v", res)
+	}
+}
+
+func TestDeterministicOutput(t *testing.T) {
+	a, _, _ := newStepEngine(t, Config{})
+	b, _, _ := newStepEngine(t, Config{})
+	ra := mustRun(t, a, Request{TokenIDs: seq(7, 30), MaxTokens: 8})
+	rb := mustRun(t, b, Request{TokenIDs: seq(7, 30), MaxTokens: 8})
+	if diff := cmp.Diff(ra, rb); diff != "" {
+		t.Errorf("two engines disagree (-a +b):\n%s", diff)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	e, _, _ := newStepEngine(t, Config{})
+	if _, err := e.Submit(context.Background(), Request{}); err != ErrEmptyPrompt {
+		t.Errorf("empty prompt: %v", err)
+	}
+	if _, err := e.Submit(context.Background(), Request{TokenIDs: []uint32{1}, MaxTokens: -1}); err == nil {
+		t.Error("negative max tokens accepted")
+	}
+	if _, err := New(Config{Speed: -1, BlockSize: -2}); err == nil {
+		t.Error("invalid config accepted")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,186 @@
+// Package simengine is a simulated LLM inference engine behind the HTTP API of vLLM and SGLang:
+// OpenAI chat and text completions (streaming too), SGLang's /generate, /tokenize, /v1/models,
+// SGLang's /v1/loads, Prometheus /metrics in SGLang or vLLM naming, and /health with admin
+// switches for tests. Roles plain, prefill (with a KV bootstrap port) and decode follow SGLang's
+// PD disaggregation. The model itself (queue, latency, prefix cache) is package engine; a
+// Publisher sends its load reports and KV events to Kafka as a real engine's adapters would.
+//
+// Dev mode and end-to-end tests embed it: New binds the listeners, Run serves.
+package simengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/services/simengine/engine"
+)
+
+// MaxBodyBytes bounds a request body (413 beyond).
+const MaxBodyBytes = 32 << 20
+
+// Server is one simulated engine process (or an embedded one in dev mode and tests).
+type Server struct {
+	logger  *slog.Logger
+	cfg     Config
+	role    engine.Role
+	engine  *engine.Engine
+	pub     *Publisher // nil without -kafka-brokers
+	started time.Time
+
+	failed atomic.Bool
+	lastMu sync.Mutex
+	last   LastRequest
+
+	lis, bootLis net.Listener
+	httpServer   *http.Server
+}
+
+// New validates cfg, builds the engine (and the Kafka publisher when brokers are set) and binds
+// the HTTP listener and, for a prefill engine, the bootstrap listener, so Addr and
+// BootstrapPort are valid on return. It starts no goroutines: Run does.
+func New(logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	role, _ := engine.ParseRole(cfg.Role)
+	s := &Server{logger: logger.With(slog.String("engine_id", cfg.ID)), cfg: cfg, role: role, started: time.Now()}
+	s.failed.Store(cfg.StartFailed)
+
+	promReg := prometheus.NewRegistry()
+	var sink engine.Sink
+	if brokers := cfg.Brokers(); len(brokers) > 0 {
+		s.pub = newPublisher(s.logger, cfg, brokers, promReg)
+		sink = s.pub.enqueueKV
+	}
+	eng, err := engine.New(cfg.engineConfig(sink))
+	if err != nil {
+		return nil, err
+	}
+	s.engine = eng
+	if s.pub != nil {
+		s.pub.load = eng.Load
+	}
+	registerEngineMetrics(promReg, cfg, eng, &s.failed)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.generation(kindChat))
+	mux.HandleFunc("POST /v1/completions", s.generation(kindCompletion))
+	mux.HandleFunc("POST /generate", s.generation(kindGenerate))
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /v1/loads", s.loads)
+	mux.HandleFunc("GET /get_load", s.loads)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("POST /admin/fail", s.setFailed(true))
+	mux.HandleFunc("POST /admin/recover", s.setFailed(false))
+	mux.HandleFunc("POST /admin/reset-cache", s.resetCache)
+	mux.HandleFunc("GET /admin/last-request", s.lastRequest)
+	mux.HandleFunc("GET /admin/info", s.info)
+	s.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)}
+
+	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("-addr %s: %w", cfg.Addr, err)
+	}
+	if role == engine.RolePrefill {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		baddr := net.JoinHostPort(host, strconv.Itoa(cfg.BootstrapPort))
+		if s.bootLis, err = net.Listen("tcp", baddr); err != nil {
+			s.lis.Close()
+			return nil, fmt.Errorf("-bootstrap-port %d: %w", cfg.BootstrapPort, err)
+		}
+	}
+	return s, nil
+}
+
+// Addr is the bound HTTP address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// BootstrapPort is the bound bootstrap port of a prefill engine, 0 for other roles.
+func (s *Server) BootstrapPort() int {
+	if s.bootLis == nil {
+		return 0
+	}
+	return s.bootLis.Addr().(*net.TCPAddr).Port
+}
+
+// Engine is the simulated engine, for embedding and tests.
+func (s *Server) Engine() *engine.Engine { return s.engine }
+
+// SetFailed makes /health and the generation routes answer 503 (true) or serve again (false).
+func (s *Server) SetFailed(failed bool) { s.failed.Store(failed) }
+
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout: health fails first,
+// the listeners stop accepting, running requests finish or are cut at the deadline, and the
+// publisher sends what it holds.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.httpServer.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	if s.bootLis != nil {
+		g.Go(func() error { return s.serveBootstrap() })
+	}
+	if s.pub != nil {
+		g.Go(func() error { return s.pub.Run(gctx) })
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		return s.shutdown()
+	})
+	s.logger.Info("simengine serving", slog.String("addr", s.Addr()), slog.String("role", s.role.String()),
+		slog.String("model", s.cfg.Model), slog.Int("bootstrap_port", s.BootstrapPort()),
+		slog.Bool("publishing", s.pub != nil))
+	return g.Wait()
+}
+
+// serveBootstrap accepts KV-handoff connections and closes them at once: only the port's
+// reachability is simulated.
+func (s *Server) serveBootstrap() error {
+	for {
+		c, err := s.bootLis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("bootstrap listener: %w", err)
+		}
+		c.Close()
+	}
+}
+
+func (s *Server) shutdown() error {
+	s.failed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if s.bootLis != nil {
+		s.bootLis.Close()
+	}
+	err := s.httpServer.Shutdown(ctx)
+	if err != nil {
+		// Cut what is still streaming; its runs end with their request contexts.
+		s.httpServer.Close()
+	}
+	s.engine.Wait()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	s.logger.Info("simengine stopped")
+	return nil
+}
