@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,26 @@ type Config struct {
 	MaxTokenIDs int
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
+
+	// PostgresDSN selects the Postgres configuration store (DATABASE_URL when the flag and
+	// SLUICE_POSTGRES_DSN are unset); empty keeps the file store. With Postgres, ConfigPath
+	// only seeds an empty version log.
+	PostgresDSN string
+	// ConfigSnapshot is the last-known configuration file the Postgres store rewrites after
+	// each load and serves when the database is down at start-up. Empty means
+	// ConfigPath + ".last-known.json", or sluice-config.last-known.json in the working
+	// directory without a ConfigPath; "-" disables it.
+	ConfigSnapshot string
+	// PostgresConnectTimeout bounds each connection attempt to Postgres.
+	PostgresConnectTimeout time.Duration
+	// AdminTokens are comma-separated bearer tokens with the admin (read-write) role.
+	AdminTokens string
+	// ViewerTokens are comma-separated bearer tokens with the viewer (read-only) role.
+	ViewerTokens string
+	// AdminTokensFile holds one role:token per line (role admin or viewer; # comments).
+	AdminTokensFile string
+	// DecideToken, when set, is required (or an admin token) on Decide and Release.
+	DecideToken string
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -41,6 +62,8 @@ func DefaultConfig() Config {
 		LoadFreshness:   5 * time.Second,
 		MaxTokenIDs:     2 << 20,
 		ShutdownTimeout: 10 * time.Second,
+
+		PostgresConnectTimeout: 5 * time.Second,
 	}
 }
 
@@ -55,6 +78,34 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ClockSkew, "clock-skew", c.ClockSkew, "tolerated clock skew of engine report capture times")
 	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+	fs.StringVar(&c.PostgresDSN, "postgres-dsn", c.PostgresDSN, "Postgres configuration store (falls back to DATABASE_URL); empty = file store")
+	fs.StringVar(&c.ConfigSnapshot, "config-snapshot", c.ConfigSnapshot, "last-known configuration file served when Postgres is down at start-up; empty = beside -config; - = none")
+	fs.DurationVar(&c.PostgresConnectTimeout, "postgres-connect-timeout", c.PostgresConnectTimeout, "bound on each Postgres connection attempt")
+	fs.StringVar(&c.AdminTokens, "admin-token", c.AdminTokens, "admin (read-write) bearer tokens, comma-separated")
+	fs.StringVar(&c.ViewerTokens, "viewer-token", c.ViewerTokens, "viewer (read-only) bearer tokens, comma-separated")
+	fs.StringVar(&c.AdminTokensFile, "admin-tokens-file", c.AdminTokensFile, "file of role:token lines (role admin or viewer)")
+	fs.StringVar(&c.DecideToken, "decide-token", c.DecideToken, "bearer token required on Decide/Release; empty = open")
+}
+
+// FillFromEnvironment applies fallbacks that are not SLUICE_* variables: DATABASE_URL for
+// PostgresDSN. Call it after parsing flags.
+func (c *Config) FillFromEnvironment() {
+	if c.PostgresDSN == "" {
+		c.PostgresDSN = os.Getenv("DATABASE_URL")
+	}
+}
+
+// snapshotPath resolves ConfigSnapshot's default; "" means none.
+func (c *Config) snapshotPath() string {
+	switch {
+	case c.ConfigSnapshot == "-":
+		return ""
+	case c.ConfigSnapshot != "":
+		return c.ConfigSnapshot
+	case c.ConfigPath != "":
+		return c.ConfigPath + ".last-known.json"
+	}
+	return "sluice-config.last-known.json"
 }
 
 // Validate checks every field and reports all problems, each naming the flag and the fix.
@@ -68,7 +119,8 @@ func (c *Config) Validate() error {
 	positive := []struct {
 		flag string
 		v    time.Duration
-	}{{"config-poll", c.ConfigPoll}, {"lease-ttl", c.LeaseTTL}, {"load-freshness", c.LoadFreshness}, {"shutdown-timeout", c.ShutdownTimeout}}
+	}{{"config-poll", c.ConfigPoll}, {"lease-ttl", c.LeaseTTL}, {"load-freshness", c.LoadFreshness}, {"shutdown-timeout", c.ShutdownTimeout},
+		{"postgres-connect-timeout", c.PostgresConnectTimeout}}
 	for _, p := range positive {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/services/enginehealth"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -25,6 +26,8 @@ type deciderService struct {
 	logger  *slog.Logger
 	d       *decider.Decider
 	metrics *metrics
+	// health receives dispatch outcomes from Release; nil disables breaker reporting.
+	health *enginehealth.Tracker
 }
 
 func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
@@ -65,9 +68,32 @@ func (s *deciderService) release(in *sluicev1.ReleaseRequest) (*sluicev1.Release
 	if in.GetLeaseId() == "" {
 		return nil, &decider.Error{Kind: decider.KindInvalidArgument, Reason: "EMPTY_LEASE_ID", Message: "lease_id is empty; pass the lease_id Decide returned"}
 	}
-	released := s.d.Release(in.GetLeaseId())
+	engines, released := s.d.Release(in.GetLeaseId())
+	if s.health != nil {
+		s.reportOutcome(in, engines)
+	}
 	s.metrics.releases.WithLabelValues(outcomeLabel(in.GetOutcome()), fmt.Sprint(released)).Inc()
 	return &sluicev1.ReleaseResponse{Released: released}, nil
+}
+
+// reportOutcome feeds dispatch outcomes to the engines' circuit breakers: the failed engines
+// the caller names (or every engine of the lease when it names none) count a failure; a
+// success counts for every engine of the lease.
+func (s *deciderService) reportOutcome(in *sluicev1.ReleaseRequest, leaseEngines []string) {
+	switch in.GetOutcome() {
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS:
+		for _, id := range leaseEngines {
+			s.health.ReportSuccess(id)
+		}
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE:
+		failed := in.GetFailedEngineIds()
+		if len(failed) == 0 {
+			failed = leaseEngines
+		}
+		for _, id := range failed {
+			s.health.ReportFailure(id)
+		}
+	}
 }
 
 func outcomeLabel(o sluicev1.ReleaseOutcome) string {
@@ -126,6 +152,9 @@ func explainToProto(e *decider.Explain) *sluicev1.Explain {
 		for _, s := range a.Stages {
 			ps := &sluicev1.StageAttempt{Role: roleToProto(s.Role), Policy: s.Policy, Outcome: s.Outcome,
 				PickedEngineId: s.PickedEngineID, Reason: s.Reason, Detail: s.Detail}
+			if s.PrefixLookup != 0 {
+				ps.PrefixLookup = s.PrefixLookup.String()
+			}
 			for _, c := range s.Candidates {
 				ps.Candidates = append(ps.Candidates, candidateToProto(c))
 			}
@@ -138,7 +167,7 @@ func explainToProto(e *decider.Explain) *sluicev1.Explain {
 
 func candidateToProto(c policy.CandidateNote) *sluicev1.CandidateInfo {
 	pc := &sluicev1.CandidateInfo{EngineId: c.EngineID, LoadKnown: c.LoadKnown, InflightRequests: c.InFlight,
-		Rejection: c.Rejection, Note: c.Note}
+		Rejection: c.Rejection, Note: c.Note, MatchedTokens: c.MatchedTokens, UncachedTokens: c.UncachedTokens}
 	if c.LoadKnown {
 		pc.LoadAge = durationpb.New(c.LoadAge)
 		pc.RunningRequests = c.Load.Running

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/gen/openapiv2"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/state/config"
@@ -43,7 +45,8 @@ type Server struct {
 	reg     *registry.Registry
 	load    *loadtable.Table
 	leases  *inflight.Tracker
-	store   *config.FileStore
+	store   config.Store
+	auth    *authenticator
 	decider *decider.Decider
 
 	grpcLis, httpLis net.Listener
@@ -70,25 +73,29 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := config.NewFileStore(logger, cfg.ConfigPath, config.FileStoreConfig{PollInterval: cfg.ConfigPoll})
+	auth, err := newAuthenticator(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("load -config %q: %w", cfg.ConfigPath, err)
+		return nil, err
+	}
+	store, err := openStore(logger, cfg)
+	if err != nil {
+		return nil, err
 	}
 	reg := registry.New(st)
 	d, err := decider.New(logger, reg, policy.Deps{Load: load, InFlight: leases}, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, decider: d}
+	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d}
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion)}
-	admin := &adminService{reg: reg, load: load, leases: leases, store: store}
+	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
-	s.grpcServer = grpc.NewServer()
+	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary))
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
 	s.health = health.NewServer()
@@ -104,13 +111,15 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}))
-	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}))
+	authOpt := connect.WithInterceptors(auth.connectInterceptor())
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, authOpt))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, authOpt))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle("/v1/", s.gatewayMux)
+	mux.Handle("/v1/", auth.gateway(s.gatewayMux))
+	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", s.ready)
@@ -176,6 +185,14 @@ func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
 	return out, nil
 }
 
+// Store is the configuration store in use (file or Postgres).
+func (s *Server) Store() config.Store { return s.store }
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openapiv2.SluiceJSON)
+}
+
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -214,7 +231,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.logger.Info("decider serving", slog.String("grpc_addr", s.GRPCAddr()), slog.String("http_addr", s.HTTPAddr()),
 		slog.Int64("config_version", s.decider.ConfigVersion()))
-	return g.Wait()
+	err := g.Wait()
+	if c, ok := s.store.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
 }
 
 func (s *Server) watchConfig(ctx context.Context) error {

@@ -15,8 +15,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/decider"
 	"github.com/sluicehq/sluice/services/internal/flagenv"
+	"github.com/sluicehq/sluice/services/simengine"
 )
 
 const envPrefix = "SLUICE_"
@@ -26,6 +28,8 @@ var commands = []struct {
 	run           func(ctx context.Context, args []string, stderr io.Writer) error
 }{
 	{"decider", "run the decider: Decide/Release over gRPC, Connect and REST", runDecider},
+	{"ctl", "operate a decider: apply/validate/diff configuration, get, versions, rollback", runCtl},
+	{"simengine", "run a simulated inference engine (OpenAI/SGLang HTTP API, Kafka load and KV events)", runSimengine},
 }
 
 func main() {
@@ -104,6 +108,7 @@ func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	cfg.FillFromEnvironment()
 	logger, err := lf.logger(stderr)
 	if err != nil {
 		return err
@@ -113,4 +118,33 @@ func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+func runSimengine(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice simengine", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := simengine.DefaultConfig()
+	cfg.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := simengine.New(logger, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// runCtl exits with ctl's own exit code (2 usage, 3 invalid, 4 conflict), which scripts rely on.
+func runCtl(ctx context.Context, args []string, stderr io.Writer) error {
+	if code := ctl.Run(ctx, args, os.Stdout, stderr); code != ctl.ExitOK {
+		os.Exit(code)
+	}
+	return nil
 }

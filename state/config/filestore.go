@@ -73,6 +73,7 @@ type FileStore struct {
 	missing  bool // the file is gone and that was logged
 	now      func() time.Time
 	tempHook func(name string) // test hook: called with the temp file before rename
+	history  []Revision        // every version since start-up, oldest first
 }
 
 type fileStat struct {
@@ -103,6 +104,7 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 	}
 	if path == "" {
 		s.current.Store(&Snapshot{Version: 1, Document: &Document{}, Source: SourceDefaults, LoadedAt: s.now()})
+		s.recordLocked(nil, *s.current.Load(), AuthorDefaults, 0)
 		return s, nil
 	}
 	data, st, err := s.read()
@@ -115,6 +117,7 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 	}
 	s.stat, s.readAt, s.hash = st, s.now(), sha256.Sum256(data)
 	s.current.Store(&Snapshot{Version: 1, Document: doc, Source: path, LoadedAt: s.readAt})
+	s.recordLocked(nil, *s.current.Load(), AuthorFile, 0)
 	return s, nil
 }
 
@@ -219,7 +222,7 @@ func (s *FileStore) check() {
 	if sameDocument(doc, s.current.Load().Document) {
 		return // e.g. only comments or formatting changed
 	}
-	snap := s.publishLocked(doc)
+	snap := s.publishLocked(doc, AuthorFile, 0)
 	s.logger.Info("configuration reloaded", "path", s.path, "version", snap.Version)
 }
 
@@ -230,6 +233,10 @@ func (s *FileStore) check() {
 // [*ConflictError]; an invalid document yields a [*ValidationError]; a store
 // without a file returns [ErrReadOnly]. The store keeps its own copy of doc.
 func (s *FileStore) Apply(ctx context.Context, doc *Document, basedOn int64) (Snapshot, error) {
+	return s.apply(ctx, doc, basedOn, 0)
+}
+
+func (s *FileStore) apply(ctx context.Context, doc *Document, basedOn, rollbackOf int64) (Snapshot, error) {
 	if s.path == "" {
 		return Snapshot{}, ErrReadOnly
 	}
@@ -264,14 +271,16 @@ func (s *FileStore) Apply(ctx context.Context, doc *Document, basedOn int64) (Sn
 		s.stat = fileStat{size: info.Size(), modTime: info.ModTime()}
 	}
 	s.readAt, s.hash, s.missing = s.now(), sha256.Sum256(data), false
-	snap := s.publishLocked(stored)
+	snap := s.publishLocked(stored, AuthorFrom(ctx), rollbackOf)
 	s.logger.Info("configuration applied", "path", s.path, "version", snap.Version)
 	return snap, nil
 }
 
-func (s *FileStore) publishLocked(doc *Document) Snapshot {
-	snap := Snapshot{Version: s.current.Load().Version + 1, Document: doc, Source: s.path, LoadedAt: s.now()}
+func (s *FileStore) publishLocked(doc *Document, author string, rollbackOf int64) Snapshot {
+	prev := s.current.Load()
+	snap := Snapshot{Version: prev.Version + 1, Document: doc, Source: s.path, LoadedAt: s.now()}
 	s.current.Store(&snap)
+	s.recordLocked(prev.Document, snap, author, rollbackOf)
 	for _, ch := range s.subs {
 		select {
 		case ch <- snap:

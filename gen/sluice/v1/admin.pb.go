@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -446,11 +447,1704 @@ func (x *GetConfigResponse) GetSource() string {
 	return ""
 }
 
+// ApplyConfigRequest carries a whole configuration document.
+type ApplyConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The document as YAML or JSON text, in the shape of POLICY_DESIGN.md §7
+	// (buckets, workers, default_policy, models).
+	Document string `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	// The version the document was based on; 0 means the version this
+	// replica serves now.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	// When true, validate and report every problem, but store nothing.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyConfigRequest) Reset() {
+	*x = ApplyConfigRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyConfigRequest) ProtoMessage() {}
+
+func (x *ApplyConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyConfigRequest.ProtoReflect.Descriptor instead.
+func (*ApplyConfigRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ApplyConfigRequest) GetDocument() string {
+	if x != nil {
+		return x.Document
+	}
+	return ""
+}
+
+func (x *ApplyConfigRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+func (x *ApplyConfigRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// ApplyConfigResponse reports the stored (or, for validate_only, checked)
+// configuration.
+type ApplyConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new version; for validate_only, the version the document was
+	// checked against.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Whether a new version was stored (false for validate_only).
+	Applied bool `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	// What changes relative to the base version, for example
+	// "buckets: +long ~short; workers: -a2".
+	Summary       string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyConfigResponse) Reset() {
+	*x = ApplyConfigResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyConfigResponse) ProtoMessage() {}
+
+func (x *ApplyConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyConfigResponse.ProtoReflect.Descriptor instead.
+func (*ApplyConfigResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ApplyConfigResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ApplyConfigResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *ApplyConfigResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// RollbackResponse reports the version Rollback created.
+type RollbackResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RollbackResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RollbackResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// CreateBucketResponse reports the version CreateBucket created.
+type CreateBucketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBucketResponse) Reset() {
+	*x = CreateBucketResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBucketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBucketResponse) ProtoMessage() {}
+
+func (x *CreateBucketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBucketResponse.ProtoReflect.Descriptor instead.
+func (*CreateBucketResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreateBucketResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CreateBucketResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// ReplaceBucketResponse reports the version ReplaceBucket created.
+type ReplaceBucketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceBucketResponse) Reset() {
+	*x = ReplaceBucketResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceBucketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceBucketResponse) ProtoMessage() {}
+
+func (x *ReplaceBucketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceBucketResponse.ProtoReflect.Descriptor instead.
+func (*ReplaceBucketResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplaceBucketResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ReplaceBucketResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// DeleteBucketResponse reports the version DeleteBucket created.
+type DeleteBucketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBucketResponse) Reset() {
+	*x = DeleteBucketResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBucketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBucketResponse) ProtoMessage() {}
+
+func (x *DeleteBucketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBucketResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBucketResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteBucketResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DeleteBucketResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// RegisterEngineResponse reports the version RegisterEngine created.
+type RegisterEngineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterEngineResponse) Reset() {
+	*x = RegisterEngineResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterEngineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterEngineResponse) ProtoMessage() {}
+
+func (x *RegisterEngineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterEngineResponse.ProtoReflect.Descriptor instead.
+func (*RegisterEngineResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RegisterEngineResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RegisterEngineResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// UpdateEngineResponse reports the version UpdateEngine created.
+type UpdateEngineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateEngineResponse) Reset() {
+	*x = UpdateEngineResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateEngineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateEngineResponse) ProtoMessage() {}
+
+func (x *UpdateEngineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateEngineResponse.ProtoReflect.Descriptor instead.
+func (*UpdateEngineResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpdateEngineResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *UpdateEngineResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// DrainEngineResponse reports the version DrainEngine created.
+type DrainEngineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainEngineResponse) Reset() {
+	*x = DrainEngineResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainEngineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainEngineResponse) ProtoMessage() {}
+
+func (x *DrainEngineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainEngineResponse.ProtoReflect.Descriptor instead.
+func (*DrainEngineResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DrainEngineResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DrainEngineResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// RemoveEngineResponse reports the version RemoveEngine created.
+type RemoveEngineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new configuration version.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// What changed, for example "buckets: +long".
+	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveEngineResponse) Reset() {
+	*x = RemoveEngineResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveEngineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveEngineResponse) ProtoMessage() {}
+
+func (x *RemoveEngineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveEngineResponse.ProtoReflect.Descriptor instead.
+func (*RemoveEngineResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemoveEngineResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RemoveEngineResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// GetEngineResponse is one registered engine.
+type GetEngineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine as this replica sees it.
+	Engine        *Engine `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEngineResponse) Reset() {
+	*x = GetEngineResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEngineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEngineResponse) ProtoMessage() {}
+
+func (x *GetEngineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEngineResponse.ProtoReflect.Descriptor instead.
+func (*GetEngineResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetEngineResponse) GetEngine() *Engine {
+	if x != nil {
+		return x.Engine
+	}
+	return nil
+}
+
+// ListVersionsRequest selects log entries.
+type ListVersionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most entries to return; 0 means all.
+	Limit         int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsRequest) Reset() {
+	*x = ListVersionsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsRequest) ProtoMessage() {}
+
+func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListVersionsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListVersionsResponse lists log entries, newest first.
+type ListVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entries.
+	Versions []*ConfigVersion `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	// The version this replica serves.
+	CurrentVersion int64 `protobuf:"varint,2,opt,name=current_version,json=currentVersion,proto3" json:"current_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListVersionsResponse) Reset() {
+	*x = ListVersionsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsResponse) ProtoMessage() {}
+
+func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListVersionsResponse) GetVersions() []*ConfigVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *ListVersionsResponse) GetCurrentVersion() int64 {
+	if x != nil {
+		return x.CurrentVersion
+	}
+	return 0
+}
+
+// ConfigVersion is one entry of the configuration version log.
+type ConfigVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version number, from 1.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Who made the change: the role of the token used, or "seed" / "file".
+	Author string `protobuf:"bytes,2,opt,name=author,proto3" json:"author,omitempty"`
+	// When the version was stored.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// What changed relative to the previous version.
+	Summary string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	// For a rollback, the version it restored; 0 otherwise.
+	RollbackOf    int64 `protobuf:"varint,5,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigVersion) Reset() {
+	*x = ConfigVersion{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigVersion) ProtoMessage() {}
+
+func (x *ConfigVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigVersion.ProtoReflect.Descriptor instead.
+func (*ConfigVersion) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ConfigVersion) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConfigVersion) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *ConfigVersion) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ConfigVersion) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *ConfigVersion) GetRollbackOf() int64 {
+	if x != nil {
+		return x.RollbackOf
+	}
+	return 0
+}
+
+// GetVersionRequest names a version.
+type GetVersionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version number.
+	Version       int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVersionRequest) Reset() {
+	*x = GetVersionRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVersionRequest) ProtoMessage() {}
+
+func (x *GetVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVersionRequest.ProtoReflect.Descriptor instead.
+func (*GetVersionRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetVersionRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// GetVersionResponse is one logged version.
+type GetVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log entry.
+	Info *ConfigVersion `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// The full document of that version as JSON.
+	DocumentJson  string `protobuf:"bytes,2,opt,name=document_json,json=documentJson,proto3" json:"document_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVersionResponse) Reset() {
+	*x = GetVersionResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVersionResponse) ProtoMessage() {}
+
+func (x *GetVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVersionResponse.ProtoReflect.Descriptor instead.
+func (*GetVersionResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetVersionResponse) GetInfo() *ConfigVersion {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *GetVersionResponse) GetDocumentJson() string {
+	if x != nil {
+		return x.DocumentJson
+	}
+	return ""
+}
+
+// RollbackRequest restores an earlier version.
+type RollbackRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version whose document becomes current again.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The version the rollback is based on; 0 means the version this replica
+	// serves now.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RollbackRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RollbackRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// ListBucketsRequest asks for the buckets in force.
+type ListBucketsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBucketsRequest) Reset() {
+	*x = ListBucketsRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBucketsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBucketsRequest) ProtoMessage() {}
+
+func (x *ListBucketsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBucketsRequest.ProtoReflect.Descriptor instead.
+func (*ListBucketsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+// ListBucketsResponse lists buckets.
+type ListBucketsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configuration version the buckets belong to.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Each bucket as in the configuration document: id, rank, models,
+	// limits, max_context_tokens, groups.
+	Buckets       []*structpb.Struct `protobuf:"bytes,2,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBucketsResponse) Reset() {
+	*x = ListBucketsResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBucketsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBucketsResponse) ProtoMessage() {}
+
+func (x *ListBucketsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBucketsResponse.ProtoReflect.Descriptor instead.
+func (*ListBucketsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListBucketsResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ListBucketsResponse) GetBuckets() []*structpb.Struct {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+// GetBucketRequest names a bucket.
+type GetBucketRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bucket id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBucketRequest) Reset() {
+	*x = GetBucketRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBucketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBucketRequest) ProtoMessage() {}
+
+func (x *GetBucketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBucketRequest.ProtoReflect.Descriptor instead.
+func (*GetBucketRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetBucketRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetBucketResponse is one bucket.
+type GetBucketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configuration version the bucket belongs to.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The bucket as in the configuration document.
+	Bucket        *structpb.Struct `protobuf:"bytes,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBucketResponse) Reset() {
+	*x = GetBucketResponse{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBucketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBucketResponse) ProtoMessage() {}
+
+func (x *GetBucketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBucketResponse.ProtoReflect.Descriptor instead.
+func (*GetBucketResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetBucketResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetBucketResponse) GetBucket() *structpb.Struct {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+// CreateBucketRequest adds a bucket.
+type CreateBucketRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bucket as in the configuration document, including its id.
+	Bucket *structpb.Struct `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateBucketRequest) Reset() {
+	*x = CreateBucketRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBucketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBucketRequest) ProtoMessage() {}
+
+func (x *CreateBucketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBucketRequest.ProtoReflect.Descriptor instead.
+func (*CreateBucketRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateBucketRequest) GetBucket() *structpb.Struct {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+func (x *CreateBucketRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// ReplaceBucketRequest replaces a bucket.
+type ReplaceBucketRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the bucket to replace.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new bucket; its id, if set, must equal id.
+	Bucket *structpb.Struct `protobuf:"bytes,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,3,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReplaceBucketRequest) Reset() {
+	*x = ReplaceBucketRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceBucketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceBucketRequest) ProtoMessage() {}
+
+func (x *ReplaceBucketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceBucketRequest.ProtoReflect.Descriptor instead.
+func (*ReplaceBucketRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReplaceBucketRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReplaceBucketRequest) GetBucket() *structpb.Struct {
+	if x != nil {
+		return x.Bucket
+	}
+	return nil
+}
+
+func (x *ReplaceBucketRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// DeleteBucketRequest removes a bucket.
+type DeleteBucketRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bucket id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteBucketRequest) Reset() {
+	*x = DeleteBucketRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBucketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBucketRequest) ProtoMessage() {}
+
+func (x *DeleteBucketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBucketRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBucketRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteBucketRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteBucketRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// GetEngineRequest names an engine.
+type GetEngineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEngineRequest) Reset() {
+	*x = GetEngineRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEngineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEngineRequest) ProtoMessage() {}
+
+func (x *GetEngineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEngineRequest.ProtoReflect.Descriptor instead.
+func (*GetEngineRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetEngineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// EngineSpec is an engine as declared in the configuration's worker list.
+type EngineSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine's stable, unique id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The engine's absolute http(s) base URL.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// The models the engine serves; at least one.
+	Models []string `protobuf:"bytes,3,rep,name=models,proto3" json:"models,omitempty"`
+	// The engine's role.
+	Role Role `protobuf:"varint,4,opt,name=role,proto3,enum=sluice.v1.Role" json:"role,omitempty"`
+	// A prefill engine's bootstrap port; 0 when unset.
+	BootstrapPort uint32 `protobuf:"varint,5,opt,name=bootstrap_port,json=bootstrapPort,proto3" json:"bootstrap_port,omitempty"`
+	// Free-form labels.
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EngineSpec) Reset() {
+	*x = EngineSpec{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EngineSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EngineSpec) ProtoMessage() {}
+
+func (x *EngineSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EngineSpec.ProtoReflect.Descriptor instead.
+func (*EngineSpec) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EngineSpec) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EngineSpec) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *EngineSpec) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *EngineSpec) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *EngineSpec) GetBootstrapPort() uint32 {
+	if x != nil {
+		return x.BootstrapPort
+	}
+	return 0
+}
+
+func (x *EngineSpec) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// RegisterEngineRequest adds an engine.
+type RegisterEngineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine.
+	Engine *EngineSpec `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RegisterEngineRequest) Reset() {
+	*x = RegisterEngineRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterEngineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterEngineRequest) ProtoMessage() {}
+
+func (x *RegisterEngineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterEngineRequest.ProtoReflect.Descriptor instead.
+func (*RegisterEngineRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RegisterEngineRequest) GetEngine() *EngineSpec {
+	if x != nil {
+		return x.Engine
+	}
+	return nil
+}
+
+func (x *RegisterEngineRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// UpdateEngineRequest replaces an engine's spec.
+type UpdateEngineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the engine to update.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new spec; its id, if set, must equal id.
+	Engine *EngineSpec `protobuf:"bytes,2,opt,name=engine,proto3" json:"engine,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,3,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpdateEngineRequest) Reset() {
+	*x = UpdateEngineRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateEngineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateEngineRequest) ProtoMessage() {}
+
+func (x *UpdateEngineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateEngineRequest.ProtoReflect.Descriptor instead.
+func (*UpdateEngineRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateEngineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateEngineRequest) GetEngine() *EngineSpec {
+	if x != nil {
+		return x.Engine
+	}
+	return nil
+}
+
+func (x *UpdateEngineRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// DrainEngineRequest drains an engine.
+type DrainEngineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DrainEngineRequest) Reset() {
+	*x = DrainEngineRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainEngineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainEngineRequest) ProtoMessage() {}
+
+func (x *DrainEngineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainEngineRequest.ProtoReflect.Descriptor instead.
+func (*DrainEngineRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DrainEngineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DrainEngineRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
+// RemoveEngineRequest removes an engine.
+type RemoveEngineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The engine id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The version the change is based on; 0 means the current one.
+	BasedOnVersion int64 `protobuf:"varint,2,opt,name=based_on_version,json=basedOnVersion,proto3" json:"based_on_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemoveEngineRequest) Reset() {
+	*x = RemoveEngineRequest{}
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveEngineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveEngineRequest) ProtoMessage() {}
+
+func (x *RemoveEngineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveEngineRequest.ProtoReflect.Descriptor instead.
+func (*RemoveEngineRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RemoveEngineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoveEngineRequest) GetBasedOnVersion() int64 {
+	if x != nil {
+		return x.BasedOnVersion
+	}
+	return 0
+}
+
 var File_sluice_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/admin.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/decider.proto\"*\n" +
+	"\x15sluice/v1/admin.proto\x12\tsluice.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/decider.proto\"*\n" +
 	"\x12ListEnginesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"B\n" +
 	"\x13ListEnginesResponse\x12+\n" +
@@ -485,10 +2179,125 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12#\n" +
 	"\rdocument_json\x18\x02 \x01(\tR\fdocumentJson\x127\n" +
 	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source2\xa4\x01\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\x7f\n" +
+	"\x12ApplyConfigRequest\x12\x1a\n" +
+	"\bdocument\x18\x01 \x01(\tR\bdocument\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"c\n" +
+	"\x13ApplyConfigResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\bR\aapplied\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\"F\n" +
+	"\x10RollbackResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"J\n" +
+	"\x14CreateBucketResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"K\n" +
+	"\x15ReplaceBucketResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"J\n" +
+	"\x14DeleteBucketResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"L\n" +
+	"\x16RegisterEngineResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"J\n" +
+	"\x14UpdateEngineResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"I\n" +
+	"\x13DrainEngineResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\"J\n" +
+	"\x14RemoveEngineResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x18\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\">\n" +
+	"\x11GetEngineResponse\x12)\n" +
+	"\x06engine\x18\x01 \x01(\v2\x11.sluice.v1.EngineR\x06engine\"+\n" +
+	"\x13ListVersionsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\"u\n" +
+	"\x14ListVersionsResponse\x124\n" +
+	"\bversions\x18\x01 \x03(\v2\x18.sluice.v1.ConfigVersionR\bversions\x12'\n" +
+	"\x0fcurrent_version\x18\x02 \x01(\x03R\x0ecurrentVersion\"\xb7\x01\n" +
+	"\rConfigVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06author\x18\x02 \x01(\tR\x06author\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x18\n" +
+	"\asummary\x18\x04 \x01(\tR\asummary\x12\x1f\n" +
+	"\vrollback_of\x18\x05 \x01(\x03R\n" +
+	"rollbackOf\"-\n" +
+	"\x11GetVersionRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\"g\n" +
+	"\x12GetVersionResponse\x12,\n" +
+	"\x04info\x18\x01 \x01(\v2\x18.sluice.v1.ConfigVersionR\x04info\x12#\n" +
+	"\rdocument_json\x18\x02 \x01(\tR\fdocumentJson\"U\n" +
+	"\x0fRollbackRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"\x14\n" +
+	"\x12ListBucketsRequest\"b\n" +
+	"\x13ListBucketsResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x121\n" +
+	"\abuckets\x18\x02 \x03(\v2\x17.google.protobuf.StructR\abuckets\"\"\n" +
+	"\x10GetBucketRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"^\n" +
+	"\x11GetBucketResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12/\n" +
+	"\x06bucket\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06bucket\"p\n" +
+	"\x13CreateBucketRequest\x12/\n" +
+	"\x06bucket\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06bucket\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"\x81\x01\n" +
+	"\x14ReplaceBucketRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x06bucket\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06bucket\x12(\n" +
+	"\x10based_on_version\x18\x03 \x01(\x03R\x0ebasedOnVersion\"O\n" +
+	"\x13DeleteBucketRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"\"\n" +
+	"\x10GetEngineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x88\x02\n" +
+	"\n" +
+	"EngineSpec\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06models\x18\x03 \x03(\tR\x06models\x12#\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x0f.sluice.v1.RoleR\x04role\x12%\n" +
+	"\x0ebootstrap_port\x18\x05 \x01(\rR\rbootstrapPort\x129\n" +
+	"\x06labels\x18\x06 \x03(\v2!.sluice.v1.EngineSpec.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\x15RegisterEngineRequest\x12-\n" +
+	"\x06engine\x18\x01 \x01(\v2\x15.sluice.v1.EngineSpecR\x06engine\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"~\n" +
+	"\x13UpdateEngineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
+	"\x06engine\x18\x02 \x01(\v2\x15.sluice.v1.EngineSpecR\x06engine\x12(\n" +
+	"\x10based_on_version\x18\x03 \x01(\x03R\x0ebasedOnVersion\"N\n" +
+	"\x12DrainEngineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"O\n" +
+	"\x13RemoveEngineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
+	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion2\xee\t\n" +
 	"\fAdminService\x12L\n" +
 	"\vListEngines\x12\x1d.sluice.v1.ListEnginesRequest\x1a\x1e.sluice.v1.ListEnginesResponse\x12F\n" +
-	"\tGetConfig\x12\x1b.sluice.v1.GetConfigRequest\x1a\x1c.sluice.v1.GetConfigResponseB3Z1github.com/sluicehq/sluice/gen/sluice/v1;sluicev1b\x06proto3"
+	"\tGetConfig\x12\x1b.sluice.v1.GetConfigRequest\x1a\x1c.sluice.v1.GetConfigResponse\x12L\n" +
+	"\vApplyConfig\x12\x1d.sluice.v1.ApplyConfigRequest\x1a\x1e.sluice.v1.ApplyConfigResponse\x12O\n" +
+	"\fListVersions\x12\x1e.sluice.v1.ListVersionsRequest\x1a\x1f.sluice.v1.ListVersionsResponse\x12I\n" +
+	"\n" +
+	"GetVersion\x12\x1c.sluice.v1.GetVersionRequest\x1a\x1d.sluice.v1.GetVersionResponse\x12C\n" +
+	"\bRollback\x12\x1a.sluice.v1.RollbackRequest\x1a\x1b.sluice.v1.RollbackResponse\x12L\n" +
+	"\vListBuckets\x12\x1d.sluice.v1.ListBucketsRequest\x1a\x1e.sluice.v1.ListBucketsResponse\x12F\n" +
+	"\tGetBucket\x12\x1b.sluice.v1.GetBucketRequest\x1a\x1c.sluice.v1.GetBucketResponse\x12O\n" +
+	"\fCreateBucket\x12\x1e.sluice.v1.CreateBucketRequest\x1a\x1f.sluice.v1.CreateBucketResponse\x12R\n" +
+	"\rReplaceBucket\x12\x1f.sluice.v1.ReplaceBucketRequest\x1a .sluice.v1.ReplaceBucketResponse\x12O\n" +
+	"\fDeleteBucket\x12\x1e.sluice.v1.DeleteBucketRequest\x1a\x1f.sluice.v1.DeleteBucketResponse\x12F\n" +
+	"\tGetEngine\x12\x1b.sluice.v1.GetEngineRequest\x1a\x1c.sluice.v1.GetEngineResponse\x12U\n" +
+	"\x0eRegisterEngine\x12 .sluice.v1.RegisterEngineRequest\x1a!.sluice.v1.RegisterEngineResponse\x12O\n" +
+	"\fUpdateEngine\x12\x1e.sluice.v1.UpdateEngineRequest\x1a\x1f.sluice.v1.UpdateEngineResponse\x12L\n" +
+	"\vDrainEngine\x12\x1d.sluice.v1.DrainEngineRequest\x1a\x1e.sluice.v1.DrainEngineResponse\x12O\n" +
+	"\fRemoveEngine\x12\x1e.sluice.v1.RemoveEngineRequest\x1a\x1f.sluice.v1.RemoveEngineResponseB3Z1github.com/sluicehq/sluice/gen/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_admin_proto_rawDescOnce sync.Once
@@ -502,34 +2311,106 @@ func file_sluice_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_admin_proto_rawDescData
 }
 
-var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_sluice_v1_admin_proto_goTypes = []any{
-	(*ListEnginesRequest)(nil),    // 0: sluice.v1.ListEnginesRequest
-	(*ListEnginesResponse)(nil),   // 1: sluice.v1.ListEnginesResponse
-	(*Engine)(nil),                // 2: sluice.v1.Engine
-	(*EngineLoad)(nil),            // 3: sluice.v1.EngineLoad
-	(*GetConfigRequest)(nil),      // 4: sluice.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),     // 5: sluice.v1.GetConfigResponse
-	nil,                           // 6: sluice.v1.Engine.LabelsEntry
-	(Role)(0),                     // 7: sluice.v1.Role
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*ListEnginesRequest)(nil),     // 0: sluice.v1.ListEnginesRequest
+	(*ListEnginesResponse)(nil),    // 1: sluice.v1.ListEnginesResponse
+	(*Engine)(nil),                 // 2: sluice.v1.Engine
+	(*EngineLoad)(nil),             // 3: sluice.v1.EngineLoad
+	(*GetConfigRequest)(nil),       // 4: sluice.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),      // 5: sluice.v1.GetConfigResponse
+	(*ApplyConfigRequest)(nil),     // 6: sluice.v1.ApplyConfigRequest
+	(*ApplyConfigResponse)(nil),    // 7: sluice.v1.ApplyConfigResponse
+	(*RollbackResponse)(nil),       // 8: sluice.v1.RollbackResponse
+	(*CreateBucketResponse)(nil),   // 9: sluice.v1.CreateBucketResponse
+	(*ReplaceBucketResponse)(nil),  // 10: sluice.v1.ReplaceBucketResponse
+	(*DeleteBucketResponse)(nil),   // 11: sluice.v1.DeleteBucketResponse
+	(*RegisterEngineResponse)(nil), // 12: sluice.v1.RegisterEngineResponse
+	(*UpdateEngineResponse)(nil),   // 13: sluice.v1.UpdateEngineResponse
+	(*DrainEngineResponse)(nil),    // 14: sluice.v1.DrainEngineResponse
+	(*RemoveEngineResponse)(nil),   // 15: sluice.v1.RemoveEngineResponse
+	(*GetEngineResponse)(nil),      // 16: sluice.v1.GetEngineResponse
+	(*ListVersionsRequest)(nil),    // 17: sluice.v1.ListVersionsRequest
+	(*ListVersionsResponse)(nil),   // 18: sluice.v1.ListVersionsResponse
+	(*ConfigVersion)(nil),          // 19: sluice.v1.ConfigVersion
+	(*GetVersionRequest)(nil),      // 20: sluice.v1.GetVersionRequest
+	(*GetVersionResponse)(nil),     // 21: sluice.v1.GetVersionResponse
+	(*RollbackRequest)(nil),        // 22: sluice.v1.RollbackRequest
+	(*ListBucketsRequest)(nil),     // 23: sluice.v1.ListBucketsRequest
+	(*ListBucketsResponse)(nil),    // 24: sluice.v1.ListBucketsResponse
+	(*GetBucketRequest)(nil),       // 25: sluice.v1.GetBucketRequest
+	(*GetBucketResponse)(nil),      // 26: sluice.v1.GetBucketResponse
+	(*CreateBucketRequest)(nil),    // 27: sluice.v1.CreateBucketRequest
+	(*ReplaceBucketRequest)(nil),   // 28: sluice.v1.ReplaceBucketRequest
+	(*DeleteBucketRequest)(nil),    // 29: sluice.v1.DeleteBucketRequest
+	(*GetEngineRequest)(nil),       // 30: sluice.v1.GetEngineRequest
+	(*EngineSpec)(nil),             // 31: sluice.v1.EngineSpec
+	(*RegisterEngineRequest)(nil),  // 32: sluice.v1.RegisterEngineRequest
+	(*UpdateEngineRequest)(nil),    // 33: sluice.v1.UpdateEngineRequest
+	(*DrainEngineRequest)(nil),     // 34: sluice.v1.DrainEngineRequest
+	(*RemoveEngineRequest)(nil),    // 35: sluice.v1.RemoveEngineRequest
+	nil,                            // 36: sluice.v1.Engine.LabelsEntry
+	nil,                            // 37: sluice.v1.EngineSpec.LabelsEntry
+	(Role)(0),                      // 38: sluice.v1.Role
+	(*timestamppb.Timestamp)(nil),  // 39: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 40: google.protobuf.Struct
 }
 var file_sluice_v1_admin_proto_depIdxs = []int32{
-	2, // 0: sluice.v1.ListEnginesResponse.engines:type_name -> sluice.v1.Engine
-	7, // 1: sluice.v1.Engine.role:type_name -> sluice.v1.Role
-	6, // 2: sluice.v1.Engine.labels:type_name -> sluice.v1.Engine.LabelsEntry
-	3, // 3: sluice.v1.Engine.load:type_name -> sluice.v1.EngineLoad
-	8, // 4: sluice.v1.EngineLoad.captured_at:type_name -> google.protobuf.Timestamp
-	8, // 5: sluice.v1.GetConfigResponse.loaded_at:type_name -> google.protobuf.Timestamp
-	0, // 6: sluice.v1.AdminService.ListEngines:input_type -> sluice.v1.ListEnginesRequest
-	4, // 7: sluice.v1.AdminService.GetConfig:input_type -> sluice.v1.GetConfigRequest
-	1, // 8: sluice.v1.AdminService.ListEngines:output_type -> sluice.v1.ListEnginesResponse
-	5, // 9: sluice.v1.AdminService.GetConfig:output_type -> sluice.v1.GetConfigResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2,  // 0: sluice.v1.ListEnginesResponse.engines:type_name -> sluice.v1.Engine
+	38, // 1: sluice.v1.Engine.role:type_name -> sluice.v1.Role
+	36, // 2: sluice.v1.Engine.labels:type_name -> sluice.v1.Engine.LabelsEntry
+	3,  // 3: sluice.v1.Engine.load:type_name -> sluice.v1.EngineLoad
+	39, // 4: sluice.v1.EngineLoad.captured_at:type_name -> google.protobuf.Timestamp
+	39, // 5: sluice.v1.GetConfigResponse.loaded_at:type_name -> google.protobuf.Timestamp
+	2,  // 6: sluice.v1.GetEngineResponse.engine:type_name -> sluice.v1.Engine
+	19, // 7: sluice.v1.ListVersionsResponse.versions:type_name -> sluice.v1.ConfigVersion
+	39, // 8: sluice.v1.ConfigVersion.created_at:type_name -> google.protobuf.Timestamp
+	19, // 9: sluice.v1.GetVersionResponse.info:type_name -> sluice.v1.ConfigVersion
+	40, // 10: sluice.v1.ListBucketsResponse.buckets:type_name -> google.protobuf.Struct
+	40, // 11: sluice.v1.GetBucketResponse.bucket:type_name -> google.protobuf.Struct
+	40, // 12: sluice.v1.CreateBucketRequest.bucket:type_name -> google.protobuf.Struct
+	40, // 13: sluice.v1.ReplaceBucketRequest.bucket:type_name -> google.protobuf.Struct
+	38, // 14: sluice.v1.EngineSpec.role:type_name -> sluice.v1.Role
+	37, // 15: sluice.v1.EngineSpec.labels:type_name -> sluice.v1.EngineSpec.LabelsEntry
+	31, // 16: sluice.v1.RegisterEngineRequest.engine:type_name -> sluice.v1.EngineSpec
+	31, // 17: sluice.v1.UpdateEngineRequest.engine:type_name -> sluice.v1.EngineSpec
+	0,  // 18: sluice.v1.AdminService.ListEngines:input_type -> sluice.v1.ListEnginesRequest
+	4,  // 19: sluice.v1.AdminService.GetConfig:input_type -> sluice.v1.GetConfigRequest
+	6,  // 20: sluice.v1.AdminService.ApplyConfig:input_type -> sluice.v1.ApplyConfigRequest
+	17, // 21: sluice.v1.AdminService.ListVersions:input_type -> sluice.v1.ListVersionsRequest
+	20, // 22: sluice.v1.AdminService.GetVersion:input_type -> sluice.v1.GetVersionRequest
+	22, // 23: sluice.v1.AdminService.Rollback:input_type -> sluice.v1.RollbackRequest
+	23, // 24: sluice.v1.AdminService.ListBuckets:input_type -> sluice.v1.ListBucketsRequest
+	25, // 25: sluice.v1.AdminService.GetBucket:input_type -> sluice.v1.GetBucketRequest
+	27, // 26: sluice.v1.AdminService.CreateBucket:input_type -> sluice.v1.CreateBucketRequest
+	28, // 27: sluice.v1.AdminService.ReplaceBucket:input_type -> sluice.v1.ReplaceBucketRequest
+	29, // 28: sluice.v1.AdminService.DeleteBucket:input_type -> sluice.v1.DeleteBucketRequest
+	30, // 29: sluice.v1.AdminService.GetEngine:input_type -> sluice.v1.GetEngineRequest
+	32, // 30: sluice.v1.AdminService.RegisterEngine:input_type -> sluice.v1.RegisterEngineRequest
+	33, // 31: sluice.v1.AdminService.UpdateEngine:input_type -> sluice.v1.UpdateEngineRequest
+	34, // 32: sluice.v1.AdminService.DrainEngine:input_type -> sluice.v1.DrainEngineRequest
+	35, // 33: sluice.v1.AdminService.RemoveEngine:input_type -> sluice.v1.RemoveEngineRequest
+	1,  // 34: sluice.v1.AdminService.ListEngines:output_type -> sluice.v1.ListEnginesResponse
+	5,  // 35: sluice.v1.AdminService.GetConfig:output_type -> sluice.v1.GetConfigResponse
+	7,  // 36: sluice.v1.AdminService.ApplyConfig:output_type -> sluice.v1.ApplyConfigResponse
+	18, // 37: sluice.v1.AdminService.ListVersions:output_type -> sluice.v1.ListVersionsResponse
+	21, // 38: sluice.v1.AdminService.GetVersion:output_type -> sluice.v1.GetVersionResponse
+	8,  // 39: sluice.v1.AdminService.Rollback:output_type -> sluice.v1.RollbackResponse
+	24, // 40: sluice.v1.AdminService.ListBuckets:output_type -> sluice.v1.ListBucketsResponse
+	26, // 41: sluice.v1.AdminService.GetBucket:output_type -> sluice.v1.GetBucketResponse
+	9,  // 42: sluice.v1.AdminService.CreateBucket:output_type -> sluice.v1.CreateBucketResponse
+	10, // 43: sluice.v1.AdminService.ReplaceBucket:output_type -> sluice.v1.ReplaceBucketResponse
+	11, // 44: sluice.v1.AdminService.DeleteBucket:output_type -> sluice.v1.DeleteBucketResponse
+	16, // 45: sluice.v1.AdminService.GetEngine:output_type -> sluice.v1.GetEngineResponse
+	12, // 46: sluice.v1.AdminService.RegisterEngine:output_type -> sluice.v1.RegisterEngineResponse
+	13, // 47: sluice.v1.AdminService.UpdateEngine:output_type -> sluice.v1.UpdateEngineResponse
+	14, // 48: sluice.v1.AdminService.DrainEngine:output_type -> sluice.v1.DrainEngineResponse
+	15, // 49: sluice.v1.AdminService.RemoveEngine:output_type -> sluice.v1.RemoveEngineResponse
+	34, // [34:50] is the sub-list for method output_type
+	18, // [18:34] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_admin_proto_init() }
@@ -544,7 +2425,7 @@ func file_sluice_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_admin_proto_rawDesc), len(file_sluice_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,18 +19,38 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListEngines_FullMethodName = "/sluice.v1.AdminService/ListEngines"
-	AdminService_GetConfig_FullMethodName   = "/sluice.v1.AdminService/GetConfig"
+	AdminService_ListEngines_FullMethodName    = "/sluice.v1.AdminService/ListEngines"
+	AdminService_GetConfig_FullMethodName      = "/sluice.v1.AdminService/GetConfig"
+	AdminService_ApplyConfig_FullMethodName    = "/sluice.v1.AdminService/ApplyConfig"
+	AdminService_ListVersions_FullMethodName   = "/sluice.v1.AdminService/ListVersions"
+	AdminService_GetVersion_FullMethodName     = "/sluice.v1.AdminService/GetVersion"
+	AdminService_Rollback_FullMethodName       = "/sluice.v1.AdminService/Rollback"
+	AdminService_ListBuckets_FullMethodName    = "/sluice.v1.AdminService/ListBuckets"
+	AdminService_GetBucket_FullMethodName      = "/sluice.v1.AdminService/GetBucket"
+	AdminService_CreateBucket_FullMethodName   = "/sluice.v1.AdminService/CreateBucket"
+	AdminService_ReplaceBucket_FullMethodName  = "/sluice.v1.AdminService/ReplaceBucket"
+	AdminService_DeleteBucket_FullMethodName   = "/sluice.v1.AdminService/DeleteBucket"
+	AdminService_GetEngine_FullMethodName      = "/sluice.v1.AdminService/GetEngine"
+	AdminService_RegisterEngine_FullMethodName = "/sluice.v1.AdminService/RegisterEngine"
+	AdminService_UpdateEngine_FullMethodName   = "/sluice.v1.AdminService/UpdateEngine"
+	AdminService_DrainEngine_FullMethodName    = "/sluice.v1.AdminService/DrainEngine"
+	AdminService_RemoveEngine_FullMethodName   = "/sluice.v1.AdminService/RemoveEngine"
 )
 
 // AdminServiceClient is the client API for AdminService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AdminService lets operators inspect (and, later, change) the decider's
-// engines and configuration. Reads are served from the replica's in-memory
-// state; writes, when added, go through the config store and bump the config
-// version.
+// AdminService lets operators inspect and change the decider's engines and
+// configuration. Reads are served from the replica's in-memory state; every
+// write goes through the config store as one transaction that validates the
+// whole resulting document, bumps the config version and reaches every
+// replica. Writes carry the version they were based on (0 means "the version
+// this replica serves now"); a stale one fails with FAILED_PRECONDITION
+// naming the current version. An invalid result fails with INVALID_ARGUMENT
+// carrying a google.rpc.BadRequest with every problem and its field path.
+// Reads need a viewer or admin token, writes an admin token, when tokens are
+// configured.
 type AdminServiceClient interface {
 	// ListEngines returns every registered engine with its health and the
 	// latest load this replica knows of, ordered by engine id.
@@ -38,6 +58,40 @@ type AdminServiceClient interface {
 	// GetConfig returns the configuration snapshot this replica currently
 	// serves.
 	GetConfig(ctx context.Context, in *GetConfigRequest, opts ...grpc.CallOption) (*GetConfigResponse, error)
+	// ApplyConfig replaces the whole configuration document atomically, or
+	// with validate_only checks it and changes nothing.
+	ApplyConfig(ctx context.Context, in *ApplyConfigRequest, opts ...grpc.CallOption) (*ApplyConfigResponse, error)
+	// ListVersions lists the configuration version log, newest first.
+	ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error)
+	// GetVersion returns one logged version with its document.
+	GetVersion(ctx context.Context, in *GetVersionRequest, opts ...grpc.CallOption) (*GetVersionResponse, error)
+	// Rollback stores an earlier version's document as a new version.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+	// ListBuckets returns the buckets of the configuration in force, in
+	// document order.
+	ListBuckets(ctx context.Context, in *ListBucketsRequest, opts ...grpc.CallOption) (*ListBucketsResponse, error)
+	// GetBucket returns one bucket, or NOT_FOUND.
+	GetBucket(ctx context.Context, in *GetBucketRequest, opts ...grpc.CallOption) (*GetBucketResponse, error)
+	// CreateBucket appends a bucket; ALREADY_EXISTS if its id is taken.
+	CreateBucket(ctx context.Context, in *CreateBucketRequest, opts ...grpc.CallOption) (*CreateBucketResponse, error)
+	// ReplaceBucket replaces the bucket with the given id, or NOT_FOUND.
+	ReplaceBucket(ctx context.Context, in *ReplaceBucketRequest, opts ...grpc.CallOption) (*ReplaceBucketResponse, error)
+	// DeleteBucket removes a bucket, or NOT_FOUND.
+	DeleteBucket(ctx context.Context, in *DeleteBucketRequest, opts ...grpc.CallOption) (*DeleteBucketResponse, error)
+	// GetEngine returns one registered engine, or NOT_FOUND.
+	GetEngine(ctx context.Context, in *GetEngineRequest, opts ...grpc.CallOption) (*GetEngineResponse, error)
+	// RegisterEngine adds an engine to the configuration's worker list;
+	// ALREADY_EXISTS if its id is taken.
+	RegisterEngine(ctx context.Context, in *RegisterEngineRequest, opts ...grpc.CallOption) (*RegisterEngineResponse, error)
+	// UpdateEngine replaces a configured engine's spec, or NOT_FOUND.
+	UpdateEngine(ctx context.Context, in *UpdateEngineRequest, opts ...grpc.CallOption) (*UpdateEngineResponse, error)
+	// DrainEngine takes an engine out of every engine group that lists it
+	// and labels it sluice.dev/drained=true; it stays in the worker list so
+	// it can be put back with UpdateEngine and a replaced bucket.
+	DrainEngine(ctx context.Context, in *DrainEngineRequest, opts ...grpc.CallOption) (*DrainEngineResponse, error)
+	// RemoveEngine deletes an engine from the worker list and from every
+	// engine group that lists it, or NOT_FOUND.
+	RemoveEngine(ctx context.Context, in *RemoveEngineRequest, opts ...grpc.CallOption) (*RemoveEngineResponse, error)
 }
 
 type adminServiceClient struct {
@@ -68,14 +122,160 @@ func (c *adminServiceClient) GetConfig(ctx context.Context, in *GetConfigRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) ApplyConfig(ctx context.Context, in *ApplyConfigRequest, opts ...grpc.CallOption) (*ApplyConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyConfigResponse)
+	err := c.cc.Invoke(ctx, AdminService_ApplyConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListVersionsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetVersion(ctx context.Context, in *GetVersionRequest, opts ...grpc.CallOption) (*GetVersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetVersionResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, AdminService_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListBuckets(ctx context.Context, in *ListBucketsRequest, opts ...grpc.CallOption) (*ListBucketsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBucketsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBuckets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetBucket(ctx context.Context, in *GetBucketRequest, opts ...grpc.CallOption) (*GetBucketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBucketResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetBucket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreateBucket(ctx context.Context, in *CreateBucketRequest, opts ...grpc.CallOption) (*CreateBucketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBucketResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateBucket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ReplaceBucket(ctx context.Context, in *ReplaceBucketRequest, opts ...grpc.CallOption) (*ReplaceBucketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplaceBucketResponse)
+	err := c.cc.Invoke(ctx, AdminService_ReplaceBucket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteBucket(ctx context.Context, in *DeleteBucketRequest, opts ...grpc.CallOption) (*DeleteBucketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBucketResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteBucket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetEngine(ctx context.Context, in *GetEngineRequest, opts ...grpc.CallOption) (*GetEngineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEngineResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetEngine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RegisterEngine(ctx context.Context, in *RegisterEngineRequest, opts ...grpc.CallOption) (*RegisterEngineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterEngineResponse)
+	err := c.cc.Invoke(ctx, AdminService_RegisterEngine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateEngine(ctx context.Context, in *UpdateEngineRequest, opts ...grpc.CallOption) (*UpdateEngineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateEngineResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateEngine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DrainEngine(ctx context.Context, in *DrainEngineRequest, opts ...grpc.CallOption) (*DrainEngineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainEngineResponse)
+	err := c.cc.Invoke(ctx, AdminService_DrainEngine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveEngine(ctx context.Context, in *RemoveEngineRequest, opts ...grpc.CallOption) (*RemoveEngineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveEngineResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveEngine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
-// AdminService lets operators inspect (and, later, change) the decider's
-// engines and configuration. Reads are served from the replica's in-memory
-// state; writes, when added, go through the config store and bump the config
-// version.
+// AdminService lets operators inspect and change the decider's engines and
+// configuration. Reads are served from the replica's in-memory state; every
+// write goes through the config store as one transaction that validates the
+// whole resulting document, bumps the config version and reaches every
+// replica. Writes carry the version they were based on (0 means "the version
+// this replica serves now"); a stale one fails with FAILED_PRECONDITION
+// naming the current version. An invalid result fails with INVALID_ARGUMENT
+// carrying a google.rpc.BadRequest with every problem and its field path.
+// Reads need a viewer or admin token, writes an admin token, when tokens are
+// configured.
 type AdminServiceServer interface {
 	// ListEngines returns every registered engine with its health and the
 	// latest load this replica knows of, ordered by engine id.
@@ -83,6 +283,40 @@ type AdminServiceServer interface {
 	// GetConfig returns the configuration snapshot this replica currently
 	// serves.
 	GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error)
+	// ApplyConfig replaces the whole configuration document atomically, or
+	// with validate_only checks it and changes nothing.
+	ApplyConfig(context.Context, *ApplyConfigRequest) (*ApplyConfigResponse, error)
+	// ListVersions lists the configuration version log, newest first.
+	ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error)
+	// GetVersion returns one logged version with its document.
+	GetVersion(context.Context, *GetVersionRequest) (*GetVersionResponse, error)
+	// Rollback stores an earlier version's document as a new version.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	// ListBuckets returns the buckets of the configuration in force, in
+	// document order.
+	ListBuckets(context.Context, *ListBucketsRequest) (*ListBucketsResponse, error)
+	// GetBucket returns one bucket, or NOT_FOUND.
+	GetBucket(context.Context, *GetBucketRequest) (*GetBucketResponse, error)
+	// CreateBucket appends a bucket; ALREADY_EXISTS if its id is taken.
+	CreateBucket(context.Context, *CreateBucketRequest) (*CreateBucketResponse, error)
+	// ReplaceBucket replaces the bucket with the given id, or NOT_FOUND.
+	ReplaceBucket(context.Context, *ReplaceBucketRequest) (*ReplaceBucketResponse, error)
+	// DeleteBucket removes a bucket, or NOT_FOUND.
+	DeleteBucket(context.Context, *DeleteBucketRequest) (*DeleteBucketResponse, error)
+	// GetEngine returns one registered engine, or NOT_FOUND.
+	GetEngine(context.Context, *GetEngineRequest) (*GetEngineResponse, error)
+	// RegisterEngine adds an engine to the configuration's worker list;
+	// ALREADY_EXISTS if its id is taken.
+	RegisterEngine(context.Context, *RegisterEngineRequest) (*RegisterEngineResponse, error)
+	// UpdateEngine replaces a configured engine's spec, or NOT_FOUND.
+	UpdateEngine(context.Context, *UpdateEngineRequest) (*UpdateEngineResponse, error)
+	// DrainEngine takes an engine out of every engine group that lists it
+	// and labels it sluice.dev/drained=true; it stays in the worker list so
+	// it can be put back with UpdateEngine and a replaced bucket.
+	DrainEngine(context.Context, *DrainEngineRequest) (*DrainEngineResponse, error)
+	// RemoveEngine deletes an engine from the worker list and from every
+	// engine group that lists it, or NOT_FOUND.
+	RemoveEngine(context.Context, *RemoveEngineRequest) (*RemoveEngineResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -98,6 +332,48 @@ func (UnimplementedAdminServiceServer) ListEngines(context.Context, *ListEngines
 }
 func (UnimplementedAdminServiceServer) GetConfig(context.Context, *GetConfigRequest) (*GetConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConfig not implemented")
+}
+func (UnimplementedAdminServiceServer) ApplyConfig(context.Context, *ApplyConfigRequest) (*ApplyConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplyConfig not implemented")
+}
+func (UnimplementedAdminServiceServer) ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListVersions not implemented")
+}
+func (UnimplementedAdminServiceServer) GetVersion(context.Context, *GetVersionRequest) (*GetVersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetVersion not implemented")
+}
+func (UnimplementedAdminServiceServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBuckets(context.Context, *ListBucketsRequest) (*ListBucketsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBuckets not implemented")
+}
+func (UnimplementedAdminServiceServer) GetBucket(context.Context, *GetBucketRequest) (*GetBucketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBucket not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateBucket(context.Context, *CreateBucketRequest) (*CreateBucketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBucket not implemented")
+}
+func (UnimplementedAdminServiceServer) ReplaceBucket(context.Context, *ReplaceBucketRequest) (*ReplaceBucketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplaceBucket not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteBucket(context.Context, *DeleteBucketRequest) (*DeleteBucketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBucket not implemented")
+}
+func (UnimplementedAdminServiceServer) GetEngine(context.Context, *GetEngineRequest) (*GetEngineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEngine not implemented")
+}
+func (UnimplementedAdminServiceServer) RegisterEngine(context.Context, *RegisterEngineRequest) (*RegisterEngineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterEngine not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateEngine(context.Context, *UpdateEngineRequest) (*UpdateEngineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateEngine not implemented")
+}
+func (UnimplementedAdminServiceServer) DrainEngine(context.Context, *DrainEngineRequest) (*DrainEngineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainEngine not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveEngine(context.Context, *RemoveEngineRequest) (*RemoveEngineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveEngine not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -156,6 +432,258 @@ func _AdminService_GetConfig_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ApplyConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ApplyConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ApplyConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ApplyConfig(ctx, req.(*ApplyConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListVersions(ctx, req.(*ListVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetVersion(ctx, req.(*GetVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListBuckets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBucketsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBuckets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBuckets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBuckets(ctx, req.(*ListBucketsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetBucket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBucketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetBucket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetBucket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetBucket(ctx, req.(*GetBucketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreateBucket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBucketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateBucket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateBucket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateBucket(ctx, req.(*CreateBucketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ReplaceBucket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplaceBucketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReplaceBucket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReplaceBucket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReplaceBucket(ctx, req.(*ReplaceBucketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteBucket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBucketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteBucket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteBucket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteBucket(ctx, req.(*DeleteBucketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetEngine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEngineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetEngine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetEngine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetEngine(ctx, req.(*GetEngineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RegisterEngine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterEngineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RegisterEngine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RegisterEngine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RegisterEngine(ctx, req.(*RegisterEngineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UpdateEngine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateEngineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateEngine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateEngine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateEngine(ctx, req.(*UpdateEngineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DrainEngine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainEngineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DrainEngine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DrainEngine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DrainEngine(ctx, req.(*DrainEngineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveEngine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveEngineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveEngine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveEngine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveEngine(ctx, req.(*RemoveEngineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,6 +698,62 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetConfig",
 			Handler:    _AdminService_GetConfig_Handler,
+		},
+		{
+			MethodName: "ApplyConfig",
+			Handler:    _AdminService_ApplyConfig_Handler,
+		},
+		{
+			MethodName: "ListVersions",
+			Handler:    _AdminService_ListVersions_Handler,
+		},
+		{
+			MethodName: "GetVersion",
+			Handler:    _AdminService_GetVersion_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _AdminService_Rollback_Handler,
+		},
+		{
+			MethodName: "ListBuckets",
+			Handler:    _AdminService_ListBuckets_Handler,
+		},
+		{
+			MethodName: "GetBucket",
+			Handler:    _AdminService_GetBucket_Handler,
+		},
+		{
+			MethodName: "CreateBucket",
+			Handler:    _AdminService_CreateBucket_Handler,
+		},
+		{
+			MethodName: "ReplaceBucket",
+			Handler:    _AdminService_ReplaceBucket_Handler,
+		},
+		{
+			MethodName: "DeleteBucket",
+			Handler:    _AdminService_DeleteBucket_Handler,
+		},
+		{
+			MethodName: "GetEngine",
+			Handler:    _AdminService_GetEngine_Handler,
+		},
+		{
+			MethodName: "RegisterEngine",
+			Handler:    _AdminService_RegisterEngine_Handler,
+		},
+		{
+			MethodName: "UpdateEngine",
+			Handler:    _AdminService_UpdateEngine_Handler,
+		},
+		{
+			MethodName: "DrainEngine",
+			Handler:    _AdminService_DrainEngine_Handler,
+		},
+		{
+			MethodName: "RemoveEngine",
+			Handler:    _AdminService_RemoveEngine_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -748,7 +748,11 @@ type StageAttempt struct {
 	// The policy's reason for the pick, as in EnginePick.reason.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Free-form policy detail, for example the prefix match depth.
-	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	// What the prefix lookup found for a cache-aware policy: "hit", "miss",
+	// "unavailable" (the index could not answer; treated as a miss) or
+	// "no_tokens"; empty for other policies.
+	PrefixLookup  string `protobuf:"bytes,8,opt,name=prefix_lookup,json=prefixLookup,proto3" json:"prefix_lookup,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +836,13 @@ func (x *StageAttempt) GetDetail() string {
 	return ""
 }
 
+func (x *StageAttempt) GetPrefixLookup() string {
+	if x != nil {
+		return x.PrefixLookup
+	}
+	return ""
+}
+
 // CandidateInfo is one engine a stage considered, with the load data the
 // decision used.
 type CandidateInfo struct {
@@ -861,9 +872,13 @@ type CandidateInfo struct {
 	Rejection string `protobuf:"bytes,10,opt,name=rejection,proto3" json:"rejection,omitempty"`
 	// Free-form diagnostic note, for example "excluded by caller" or "stale
 	// load".
-	Note          string `protobuf:"bytes,11,opt,name=note,proto3" json:"note,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Note string `protobuf:"bytes,11,opt,name=note,proto3" json:"note,omitempty"`
+	// For a cache-aware holder: the prefix tokens it already holds.
+	MatchedTokens int64 `protobuf:"varint,12,opt,name=matched_tokens,json=matchedTokens,proto3" json:"matched_tokens,omitempty"`
+	// For a cache-aware holder: the input tokens it would still have to prefill.
+	UncachedTokens int64 `protobuf:"varint,13,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CandidateInfo) Reset() {
@@ -971,6 +986,20 @@ func (x *CandidateInfo) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *CandidateInfo) GetMatchedTokens() int64 {
+	if x != nil {
+		return x.MatchedTokens
+	}
+	return 0
+}
+
+func (x *CandidateInfo) GetUncachedTokens() int64 {
+	if x != nil {
+		return x.UncachedTokens
+	}
+	return 0
 }
 
 // ReleaseRequest closes a lease.
@@ -1135,7 +1164,7 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x18\n" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12/\n" +
-	"\x06stages\x18\x04 \x03(\v2\x17.sluice.v1.StageAttemptR\x06stages\"\xf9\x01\n" +
+	"\x06stages\x18\x04 \x03(\v2\x17.sluice.v1.StageAttemptR\x06stages\"\x9e\x02\n" +
 	"\fStageAttempt\x12#\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x0f.sluice.v1.RoleR\x04role\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x128\n" +
@@ -1145,7 +1174,8 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12(\n" +
 	"\x10picked_engine_id\x18\x05 \x01(\tR\x0epickedEngineId\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail\"\xc2\x03\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12#\n" +
+	"\rprefix_lookup\x18\b \x01(\tR\fprefixLookup\"\x92\x04\n" +
 	"\rCandidateInfo\x12\x1b\n" +
 	"\tengine_id\x18\x01 \x01(\tR\bengineId\x12\x1d\n" +
 	"\n" +
@@ -1159,7 +1189,9 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\x11inflight_requests\x18\t \x01(\x03R\x10inflightRequests\x12\x1c\n" +
 	"\trejection\x18\n" +
 	" \x01(\tR\trejection\x12\x12\n" +
-	"\x04note\x18\v \x01(\tR\x04note\"\x8c\x01\n" +
+	"\x04note\x18\v \x01(\tR\x04note\x12%\n" +
+	"\x0ematched_tokens\x18\f \x01(\x03R\rmatchedTokens\x12'\n" +
+	"\x0funcached_tokens\x18\r \x01(\x03R\x0euncachedTokens\"\x8c\x01\n" +
 	"\x0eReleaseRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x123\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x19.sluice.v1.ReleaseOutcomeR\aoutcome\x12*\n" +

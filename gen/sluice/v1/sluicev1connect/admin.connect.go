@@ -38,6 +38,44 @@ const (
 	AdminServiceListEnginesProcedure = "/sluice.v1.AdminService/ListEngines"
 	// AdminServiceGetConfigProcedure is the fully-qualified name of the AdminService's GetConfig RPC.
 	AdminServiceGetConfigProcedure = "/sluice.v1.AdminService/GetConfig"
+	// AdminServiceApplyConfigProcedure is the fully-qualified name of the AdminService's ApplyConfig
+	// RPC.
+	AdminServiceApplyConfigProcedure = "/sluice.v1.AdminService/ApplyConfig"
+	// AdminServiceListVersionsProcedure is the fully-qualified name of the AdminService's ListVersions
+	// RPC.
+	AdminServiceListVersionsProcedure = "/sluice.v1.AdminService/ListVersions"
+	// AdminServiceGetVersionProcedure is the fully-qualified name of the AdminService's GetVersion RPC.
+	AdminServiceGetVersionProcedure = "/sluice.v1.AdminService/GetVersion"
+	// AdminServiceRollbackProcedure is the fully-qualified name of the AdminService's Rollback RPC.
+	AdminServiceRollbackProcedure = "/sluice.v1.AdminService/Rollback"
+	// AdminServiceListBucketsProcedure is the fully-qualified name of the AdminService's ListBuckets
+	// RPC.
+	AdminServiceListBucketsProcedure = "/sluice.v1.AdminService/ListBuckets"
+	// AdminServiceGetBucketProcedure is the fully-qualified name of the AdminService's GetBucket RPC.
+	AdminServiceGetBucketProcedure = "/sluice.v1.AdminService/GetBucket"
+	// AdminServiceCreateBucketProcedure is the fully-qualified name of the AdminService's CreateBucket
+	// RPC.
+	AdminServiceCreateBucketProcedure = "/sluice.v1.AdminService/CreateBucket"
+	// AdminServiceReplaceBucketProcedure is the fully-qualified name of the AdminService's
+	// ReplaceBucket RPC.
+	AdminServiceReplaceBucketProcedure = "/sluice.v1.AdminService/ReplaceBucket"
+	// AdminServiceDeleteBucketProcedure is the fully-qualified name of the AdminService's DeleteBucket
+	// RPC.
+	AdminServiceDeleteBucketProcedure = "/sluice.v1.AdminService/DeleteBucket"
+	// AdminServiceGetEngineProcedure is the fully-qualified name of the AdminService's GetEngine RPC.
+	AdminServiceGetEngineProcedure = "/sluice.v1.AdminService/GetEngine"
+	// AdminServiceRegisterEngineProcedure is the fully-qualified name of the AdminService's
+	// RegisterEngine RPC.
+	AdminServiceRegisterEngineProcedure = "/sluice.v1.AdminService/RegisterEngine"
+	// AdminServiceUpdateEngineProcedure is the fully-qualified name of the AdminService's UpdateEngine
+	// RPC.
+	AdminServiceUpdateEngineProcedure = "/sluice.v1.AdminService/UpdateEngine"
+	// AdminServiceDrainEngineProcedure is the fully-qualified name of the AdminService's DrainEngine
+	// RPC.
+	AdminServiceDrainEngineProcedure = "/sluice.v1.AdminService/DrainEngine"
+	// AdminServiceRemoveEngineProcedure is the fully-qualified name of the AdminService's RemoveEngine
+	// RPC.
+	AdminServiceRemoveEngineProcedure = "/sluice.v1.AdminService/RemoveEngine"
 )
 
 // AdminServiceClient is a client for the sluice.v1.AdminService service.
@@ -48,6 +86,40 @@ type AdminServiceClient interface {
 	// GetConfig returns the configuration snapshot this replica currently
 	// serves.
 	GetConfig(context.Context, *connect.Request[v1.GetConfigRequest]) (*connect.Response[v1.GetConfigResponse], error)
+	// ApplyConfig replaces the whole configuration document atomically, or
+	// with validate_only checks it and changes nothing.
+	ApplyConfig(context.Context, *connect.Request[v1.ApplyConfigRequest]) (*connect.Response[v1.ApplyConfigResponse], error)
+	// ListVersions lists the configuration version log, newest first.
+	ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error)
+	// GetVersion returns one logged version with its document.
+	GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error)
+	// Rollback stores an earlier version's document as a new version.
+	Rollback(context.Context, *connect.Request[v1.RollbackRequest]) (*connect.Response[v1.RollbackResponse], error)
+	// ListBuckets returns the buckets of the configuration in force, in
+	// document order.
+	ListBuckets(context.Context, *connect.Request[v1.ListBucketsRequest]) (*connect.Response[v1.ListBucketsResponse], error)
+	// GetBucket returns one bucket, or NOT_FOUND.
+	GetBucket(context.Context, *connect.Request[v1.GetBucketRequest]) (*connect.Response[v1.GetBucketResponse], error)
+	// CreateBucket appends a bucket; ALREADY_EXISTS if its id is taken.
+	CreateBucket(context.Context, *connect.Request[v1.CreateBucketRequest]) (*connect.Response[v1.CreateBucketResponse], error)
+	// ReplaceBucket replaces the bucket with the given id, or NOT_FOUND.
+	ReplaceBucket(context.Context, *connect.Request[v1.ReplaceBucketRequest]) (*connect.Response[v1.ReplaceBucketResponse], error)
+	// DeleteBucket removes a bucket, or NOT_FOUND.
+	DeleteBucket(context.Context, *connect.Request[v1.DeleteBucketRequest]) (*connect.Response[v1.DeleteBucketResponse], error)
+	// GetEngine returns one registered engine, or NOT_FOUND.
+	GetEngine(context.Context, *connect.Request[v1.GetEngineRequest]) (*connect.Response[v1.GetEngineResponse], error)
+	// RegisterEngine adds an engine to the configuration's worker list;
+	// ALREADY_EXISTS if its id is taken.
+	RegisterEngine(context.Context, *connect.Request[v1.RegisterEngineRequest]) (*connect.Response[v1.RegisterEngineResponse], error)
+	// UpdateEngine replaces a configured engine's spec, or NOT_FOUND.
+	UpdateEngine(context.Context, *connect.Request[v1.UpdateEngineRequest]) (*connect.Response[v1.UpdateEngineResponse], error)
+	// DrainEngine takes an engine out of every engine group that lists it
+	// and labels it sluice.dev/drained=true; it stays in the worker list so
+	// it can be put back with UpdateEngine and a replaced bucket.
+	DrainEngine(context.Context, *connect.Request[v1.DrainEngineRequest]) (*connect.Response[v1.DrainEngineResponse], error)
+	// RemoveEngine deletes an engine from the worker list and from every
+	// engine group that lists it, or NOT_FOUND.
+	RemoveEngine(context.Context, *connect.Request[v1.RemoveEngineRequest]) (*connect.Response[v1.RemoveEngineResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the sluice.v1.AdminService service. By default, it
@@ -73,13 +145,111 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("GetConfig")),
 			connect.WithClientOptions(opts...),
 		),
+		applyConfig: connect.NewClient[v1.ApplyConfigRequest, v1.ApplyConfigResponse](
+			httpClient,
+			baseURL+AdminServiceApplyConfigProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ApplyConfig")),
+			connect.WithClientOptions(opts...),
+		),
+		listVersions: connect.NewClient[v1.ListVersionsRequest, v1.ListVersionsResponse](
+			httpClient,
+			baseURL+AdminServiceListVersionsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListVersions")),
+			connect.WithClientOptions(opts...),
+		),
+		getVersion: connect.NewClient[v1.GetVersionRequest, v1.GetVersionResponse](
+			httpClient,
+			baseURL+AdminServiceGetVersionProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetVersion")),
+			connect.WithClientOptions(opts...),
+		),
+		rollback: connect.NewClient[v1.RollbackRequest, v1.RollbackResponse](
+			httpClient,
+			baseURL+AdminServiceRollbackProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("Rollback")),
+			connect.WithClientOptions(opts...),
+		),
+		listBuckets: connect.NewClient[v1.ListBucketsRequest, v1.ListBucketsResponse](
+			httpClient,
+			baseURL+AdminServiceListBucketsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListBuckets")),
+			connect.WithClientOptions(opts...),
+		),
+		getBucket: connect.NewClient[v1.GetBucketRequest, v1.GetBucketResponse](
+			httpClient,
+			baseURL+AdminServiceGetBucketProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetBucket")),
+			connect.WithClientOptions(opts...),
+		),
+		createBucket: connect.NewClient[v1.CreateBucketRequest, v1.CreateBucketResponse](
+			httpClient,
+			baseURL+AdminServiceCreateBucketProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateBucket")),
+			connect.WithClientOptions(opts...),
+		),
+		replaceBucket: connect.NewClient[v1.ReplaceBucketRequest, v1.ReplaceBucketResponse](
+			httpClient,
+			baseURL+AdminServiceReplaceBucketProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ReplaceBucket")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteBucket: connect.NewClient[v1.DeleteBucketRequest, v1.DeleteBucketResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteBucketProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteBucket")),
+			connect.WithClientOptions(opts...),
+		),
+		getEngine: connect.NewClient[v1.GetEngineRequest, v1.GetEngineResponse](
+			httpClient,
+			baseURL+AdminServiceGetEngineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetEngine")),
+			connect.WithClientOptions(opts...),
+		),
+		registerEngine: connect.NewClient[v1.RegisterEngineRequest, v1.RegisterEngineResponse](
+			httpClient,
+			baseURL+AdminServiceRegisterEngineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("RegisterEngine")),
+			connect.WithClientOptions(opts...),
+		),
+		updateEngine: connect.NewClient[v1.UpdateEngineRequest, v1.UpdateEngineResponse](
+			httpClient,
+			baseURL+AdminServiceUpdateEngineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UpdateEngine")),
+			connect.WithClientOptions(opts...),
+		),
+		drainEngine: connect.NewClient[v1.DrainEngineRequest, v1.DrainEngineResponse](
+			httpClient,
+			baseURL+AdminServiceDrainEngineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DrainEngine")),
+			connect.WithClientOptions(opts...),
+		),
+		removeEngine: connect.NewClient[v1.RemoveEngineRequest, v1.RemoveEngineResponse](
+			httpClient,
+			baseURL+AdminServiceRemoveEngineProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("RemoveEngine")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	listEngines *connect.Client[v1.ListEnginesRequest, v1.ListEnginesResponse]
-	getConfig   *connect.Client[v1.GetConfigRequest, v1.GetConfigResponse]
+	listEngines    *connect.Client[v1.ListEnginesRequest, v1.ListEnginesResponse]
+	getConfig      *connect.Client[v1.GetConfigRequest, v1.GetConfigResponse]
+	applyConfig    *connect.Client[v1.ApplyConfigRequest, v1.ApplyConfigResponse]
+	listVersions   *connect.Client[v1.ListVersionsRequest, v1.ListVersionsResponse]
+	getVersion     *connect.Client[v1.GetVersionRequest, v1.GetVersionResponse]
+	rollback       *connect.Client[v1.RollbackRequest, v1.RollbackResponse]
+	listBuckets    *connect.Client[v1.ListBucketsRequest, v1.ListBucketsResponse]
+	getBucket      *connect.Client[v1.GetBucketRequest, v1.GetBucketResponse]
+	createBucket   *connect.Client[v1.CreateBucketRequest, v1.CreateBucketResponse]
+	replaceBucket  *connect.Client[v1.ReplaceBucketRequest, v1.ReplaceBucketResponse]
+	deleteBucket   *connect.Client[v1.DeleteBucketRequest, v1.DeleteBucketResponse]
+	getEngine      *connect.Client[v1.GetEngineRequest, v1.GetEngineResponse]
+	registerEngine *connect.Client[v1.RegisterEngineRequest, v1.RegisterEngineResponse]
+	updateEngine   *connect.Client[v1.UpdateEngineRequest, v1.UpdateEngineResponse]
+	drainEngine    *connect.Client[v1.DrainEngineRequest, v1.DrainEngineResponse]
+	removeEngine   *connect.Client[v1.RemoveEngineRequest, v1.RemoveEngineResponse]
 }
 
 // ListEngines calls sluice.v1.AdminService.ListEngines.
@@ -92,6 +262,76 @@ func (c *adminServiceClient) GetConfig(ctx context.Context, req *connect.Request
 	return c.getConfig.CallUnary(ctx, req)
 }
 
+// ApplyConfig calls sluice.v1.AdminService.ApplyConfig.
+func (c *adminServiceClient) ApplyConfig(ctx context.Context, req *connect.Request[v1.ApplyConfigRequest]) (*connect.Response[v1.ApplyConfigResponse], error) {
+	return c.applyConfig.CallUnary(ctx, req)
+}
+
+// ListVersions calls sluice.v1.AdminService.ListVersions.
+func (c *adminServiceClient) ListVersions(ctx context.Context, req *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error) {
+	return c.listVersions.CallUnary(ctx, req)
+}
+
+// GetVersion calls sluice.v1.AdminService.GetVersion.
+func (c *adminServiceClient) GetVersion(ctx context.Context, req *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error) {
+	return c.getVersion.CallUnary(ctx, req)
+}
+
+// Rollback calls sluice.v1.AdminService.Rollback.
+func (c *adminServiceClient) Rollback(ctx context.Context, req *connect.Request[v1.RollbackRequest]) (*connect.Response[v1.RollbackResponse], error) {
+	return c.rollback.CallUnary(ctx, req)
+}
+
+// ListBuckets calls sluice.v1.AdminService.ListBuckets.
+func (c *adminServiceClient) ListBuckets(ctx context.Context, req *connect.Request[v1.ListBucketsRequest]) (*connect.Response[v1.ListBucketsResponse], error) {
+	return c.listBuckets.CallUnary(ctx, req)
+}
+
+// GetBucket calls sluice.v1.AdminService.GetBucket.
+func (c *adminServiceClient) GetBucket(ctx context.Context, req *connect.Request[v1.GetBucketRequest]) (*connect.Response[v1.GetBucketResponse], error) {
+	return c.getBucket.CallUnary(ctx, req)
+}
+
+// CreateBucket calls sluice.v1.AdminService.CreateBucket.
+func (c *adminServiceClient) CreateBucket(ctx context.Context, req *connect.Request[v1.CreateBucketRequest]) (*connect.Response[v1.CreateBucketResponse], error) {
+	return c.createBucket.CallUnary(ctx, req)
+}
+
+// ReplaceBucket calls sluice.v1.AdminService.ReplaceBucket.
+func (c *adminServiceClient) ReplaceBucket(ctx context.Context, req *connect.Request[v1.ReplaceBucketRequest]) (*connect.Response[v1.ReplaceBucketResponse], error) {
+	return c.replaceBucket.CallUnary(ctx, req)
+}
+
+// DeleteBucket calls sluice.v1.AdminService.DeleteBucket.
+func (c *adminServiceClient) DeleteBucket(ctx context.Context, req *connect.Request[v1.DeleteBucketRequest]) (*connect.Response[v1.DeleteBucketResponse], error) {
+	return c.deleteBucket.CallUnary(ctx, req)
+}
+
+// GetEngine calls sluice.v1.AdminService.GetEngine.
+func (c *adminServiceClient) GetEngine(ctx context.Context, req *connect.Request[v1.GetEngineRequest]) (*connect.Response[v1.GetEngineResponse], error) {
+	return c.getEngine.CallUnary(ctx, req)
+}
+
+// RegisterEngine calls sluice.v1.AdminService.RegisterEngine.
+func (c *adminServiceClient) RegisterEngine(ctx context.Context, req *connect.Request[v1.RegisterEngineRequest]) (*connect.Response[v1.RegisterEngineResponse], error) {
+	return c.registerEngine.CallUnary(ctx, req)
+}
+
+// UpdateEngine calls sluice.v1.AdminService.UpdateEngine.
+func (c *adminServiceClient) UpdateEngine(ctx context.Context, req *connect.Request[v1.UpdateEngineRequest]) (*connect.Response[v1.UpdateEngineResponse], error) {
+	return c.updateEngine.CallUnary(ctx, req)
+}
+
+// DrainEngine calls sluice.v1.AdminService.DrainEngine.
+func (c *adminServiceClient) DrainEngine(ctx context.Context, req *connect.Request[v1.DrainEngineRequest]) (*connect.Response[v1.DrainEngineResponse], error) {
+	return c.drainEngine.CallUnary(ctx, req)
+}
+
+// RemoveEngine calls sluice.v1.AdminService.RemoveEngine.
+func (c *adminServiceClient) RemoveEngine(ctx context.Context, req *connect.Request[v1.RemoveEngineRequest]) (*connect.Response[v1.RemoveEngineResponse], error) {
+	return c.removeEngine.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the sluice.v1.AdminService service.
 type AdminServiceHandler interface {
 	// ListEngines returns every registered engine with its health and the
@@ -100,6 +340,40 @@ type AdminServiceHandler interface {
 	// GetConfig returns the configuration snapshot this replica currently
 	// serves.
 	GetConfig(context.Context, *connect.Request[v1.GetConfigRequest]) (*connect.Response[v1.GetConfigResponse], error)
+	// ApplyConfig replaces the whole configuration document atomically, or
+	// with validate_only checks it and changes nothing.
+	ApplyConfig(context.Context, *connect.Request[v1.ApplyConfigRequest]) (*connect.Response[v1.ApplyConfigResponse], error)
+	// ListVersions lists the configuration version log, newest first.
+	ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error)
+	// GetVersion returns one logged version with its document.
+	GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error)
+	// Rollback stores an earlier version's document as a new version.
+	Rollback(context.Context, *connect.Request[v1.RollbackRequest]) (*connect.Response[v1.RollbackResponse], error)
+	// ListBuckets returns the buckets of the configuration in force, in
+	// document order.
+	ListBuckets(context.Context, *connect.Request[v1.ListBucketsRequest]) (*connect.Response[v1.ListBucketsResponse], error)
+	// GetBucket returns one bucket, or NOT_FOUND.
+	GetBucket(context.Context, *connect.Request[v1.GetBucketRequest]) (*connect.Response[v1.GetBucketResponse], error)
+	// CreateBucket appends a bucket; ALREADY_EXISTS if its id is taken.
+	CreateBucket(context.Context, *connect.Request[v1.CreateBucketRequest]) (*connect.Response[v1.CreateBucketResponse], error)
+	// ReplaceBucket replaces the bucket with the given id, or NOT_FOUND.
+	ReplaceBucket(context.Context, *connect.Request[v1.ReplaceBucketRequest]) (*connect.Response[v1.ReplaceBucketResponse], error)
+	// DeleteBucket removes a bucket, or NOT_FOUND.
+	DeleteBucket(context.Context, *connect.Request[v1.DeleteBucketRequest]) (*connect.Response[v1.DeleteBucketResponse], error)
+	// GetEngine returns one registered engine, or NOT_FOUND.
+	GetEngine(context.Context, *connect.Request[v1.GetEngineRequest]) (*connect.Response[v1.GetEngineResponse], error)
+	// RegisterEngine adds an engine to the configuration's worker list;
+	// ALREADY_EXISTS if its id is taken.
+	RegisterEngine(context.Context, *connect.Request[v1.RegisterEngineRequest]) (*connect.Response[v1.RegisterEngineResponse], error)
+	// UpdateEngine replaces a configured engine's spec, or NOT_FOUND.
+	UpdateEngine(context.Context, *connect.Request[v1.UpdateEngineRequest]) (*connect.Response[v1.UpdateEngineResponse], error)
+	// DrainEngine takes an engine out of every engine group that lists it
+	// and labels it sluice.dev/drained=true; it stays in the worker list so
+	// it can be put back with UpdateEngine and a replaced bucket.
+	DrainEngine(context.Context, *connect.Request[v1.DrainEngineRequest]) (*connect.Response[v1.DrainEngineResponse], error)
+	// RemoveEngine deletes an engine from the worker list and from every
+	// engine group that lists it, or NOT_FOUND.
+	RemoveEngine(context.Context, *connect.Request[v1.RemoveEngineRequest]) (*connect.Response[v1.RemoveEngineResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -121,12 +395,124 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("GetConfig")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceApplyConfigHandler := connect.NewUnaryHandler(
+		AdminServiceApplyConfigProcedure,
+		svc.ApplyConfig,
+		connect.WithSchema(adminServiceMethods.ByName("ApplyConfig")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListVersionsHandler := connect.NewUnaryHandler(
+		AdminServiceListVersionsProcedure,
+		svc.ListVersions,
+		connect.WithSchema(adminServiceMethods.ByName("ListVersions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetVersionHandler := connect.NewUnaryHandler(
+		AdminServiceGetVersionProcedure,
+		svc.GetVersion,
+		connect.WithSchema(adminServiceMethods.ByName("GetVersion")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceRollbackHandler := connect.NewUnaryHandler(
+		AdminServiceRollbackProcedure,
+		svc.Rollback,
+		connect.WithSchema(adminServiceMethods.ByName("Rollback")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListBucketsHandler := connect.NewUnaryHandler(
+		AdminServiceListBucketsProcedure,
+		svc.ListBuckets,
+		connect.WithSchema(adminServiceMethods.ByName("ListBuckets")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetBucketHandler := connect.NewUnaryHandler(
+		AdminServiceGetBucketProcedure,
+		svc.GetBucket,
+		connect.WithSchema(adminServiceMethods.ByName("GetBucket")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceCreateBucketHandler := connect.NewUnaryHandler(
+		AdminServiceCreateBucketProcedure,
+		svc.CreateBucket,
+		connect.WithSchema(adminServiceMethods.ByName("CreateBucket")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceReplaceBucketHandler := connect.NewUnaryHandler(
+		AdminServiceReplaceBucketProcedure,
+		svc.ReplaceBucket,
+		connect.WithSchema(adminServiceMethods.ByName("ReplaceBucket")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteBucketHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteBucketProcedure,
+		svc.DeleteBucket,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteBucket")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetEngineHandler := connect.NewUnaryHandler(
+		AdminServiceGetEngineProcedure,
+		svc.GetEngine,
+		connect.WithSchema(adminServiceMethods.ByName("GetEngine")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceRegisterEngineHandler := connect.NewUnaryHandler(
+		AdminServiceRegisterEngineProcedure,
+		svc.RegisterEngine,
+		connect.WithSchema(adminServiceMethods.ByName("RegisterEngine")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUpdateEngineHandler := connect.NewUnaryHandler(
+		AdminServiceUpdateEngineProcedure,
+		svc.UpdateEngine,
+		connect.WithSchema(adminServiceMethods.ByName("UpdateEngine")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDrainEngineHandler := connect.NewUnaryHandler(
+		AdminServiceDrainEngineProcedure,
+		svc.DrainEngine,
+		connect.WithSchema(adminServiceMethods.ByName("DrainEngine")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceRemoveEngineHandler := connect.NewUnaryHandler(
+		AdminServiceRemoveEngineProcedure,
+		svc.RemoveEngine,
+		connect.WithSchema(adminServiceMethods.ByName("RemoveEngine")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceListEnginesProcedure:
 			adminServiceListEnginesHandler.ServeHTTP(w, r)
 		case AdminServiceGetConfigProcedure:
 			adminServiceGetConfigHandler.ServeHTTP(w, r)
+		case AdminServiceApplyConfigProcedure:
+			adminServiceApplyConfigHandler.ServeHTTP(w, r)
+		case AdminServiceListVersionsProcedure:
+			adminServiceListVersionsHandler.ServeHTTP(w, r)
+		case AdminServiceGetVersionProcedure:
+			adminServiceGetVersionHandler.ServeHTTP(w, r)
+		case AdminServiceRollbackProcedure:
+			adminServiceRollbackHandler.ServeHTTP(w, r)
+		case AdminServiceListBucketsProcedure:
+			adminServiceListBucketsHandler.ServeHTTP(w, r)
+		case AdminServiceGetBucketProcedure:
+			adminServiceGetBucketHandler.ServeHTTP(w, r)
+		case AdminServiceCreateBucketProcedure:
+			adminServiceCreateBucketHandler.ServeHTTP(w, r)
+		case AdminServiceReplaceBucketProcedure:
+			adminServiceReplaceBucketHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteBucketProcedure:
+			adminServiceDeleteBucketHandler.ServeHTTP(w, r)
+		case AdminServiceGetEngineProcedure:
+			adminServiceGetEngineHandler.ServeHTTP(w, r)
+		case AdminServiceRegisterEngineProcedure:
+			adminServiceRegisterEngineHandler.ServeHTTP(w, r)
+		case AdminServiceUpdateEngineProcedure:
+			adminServiceUpdateEngineHandler.ServeHTTP(w, r)
+		case AdminServiceDrainEngineProcedure:
+			adminServiceDrainEngineHandler.ServeHTTP(w, r)
+		case AdminServiceRemoveEngineProcedure:
+			adminServiceRemoveEngineHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -142,4 +528,60 @@ func (UnimplementedAdminServiceHandler) ListEngines(context.Context, *connect.Re
 
 func (UnimplementedAdminServiceHandler) GetConfig(context.Context, *connect.Request[v1.GetConfigRequest]) (*connect.Response[v1.GetConfigResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.GetConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ApplyConfig(context.Context, *connect.Request[v1.ApplyConfigRequest]) (*connect.Response[v1.ApplyConfigResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ApplyConfig is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListVersions(context.Context, *connect.Request[v1.ListVersionsRequest]) (*connect.Response[v1.ListVersionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListVersions is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetVersion(context.Context, *connect.Request[v1.GetVersionRequest]) (*connect.Response[v1.GetVersionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.GetVersion is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) Rollback(context.Context, *connect.Request[v1.RollbackRequest]) (*connect.Response[v1.RollbackResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.Rollback is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListBuckets(context.Context, *connect.Request[v1.ListBucketsRequest]) (*connect.Response[v1.ListBucketsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ListBuckets is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetBucket(context.Context, *connect.Request[v1.GetBucketRequest]) (*connect.Response[v1.GetBucketResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.GetBucket is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateBucket(context.Context, *connect.Request[v1.CreateBucketRequest]) (*connect.Response[v1.CreateBucketResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.CreateBucket is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ReplaceBucket(context.Context, *connect.Request[v1.ReplaceBucketRequest]) (*connect.Response[v1.ReplaceBucketResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.ReplaceBucket is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteBucket(context.Context, *connect.Request[v1.DeleteBucketRequest]) (*connect.Response[v1.DeleteBucketResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DeleteBucket is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetEngine(context.Context, *connect.Request[v1.GetEngineRequest]) (*connect.Response[v1.GetEngineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.GetEngine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) RegisterEngine(context.Context, *connect.Request[v1.RegisterEngineRequest]) (*connect.Response[v1.RegisterEngineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.RegisterEngine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UpdateEngine(context.Context, *connect.Request[v1.UpdateEngineRequest]) (*connect.Response[v1.UpdateEngineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.UpdateEngine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DrainEngine(context.Context, *connect.Request[v1.DrainEngineRequest]) (*connect.Response[v1.DrainEngineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.DrainEngine is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) RemoveEngine(context.Context, *connect.Request[v1.RemoveEngineRequest]) (*connect.Response[v1.RemoveEngineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.AdminService.RemoveEngine is not implemented"))
 }

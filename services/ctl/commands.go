@@ -1,0 +1,311 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/state/config"
+)
+
+// localInvalid is a file that does not parse locally (diff checks before comparing).
+type localInvalid struct{ err error }
+
+func (e *localInvalid) Error() string { return e.err.Error() }
+
+func (c *cli) readFile() ([]byte, error) {
+	switch c.file {
+	case "":
+		return nil, usagef("-f FILE is required")
+	case "-":
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(c.file)
+}
+
+// print writes m as JSON or YAML when -o asks for it and reports whether it did.
+func (c *cli) print(m proto.Message) (bool, error) {
+	if c.output != "json" && c.output != "yaml" {
+		return false, nil
+	}
+	raw, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}.Marshal(m)
+	if err != nil {
+		return true, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return true, err
+	}
+	if c.output == "json" {
+		out, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return true, err
+		}
+		_, err = fmt.Fprintln(c.stdout, string(out))
+		return true, err
+	}
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return true, err
+	}
+	_, err = c.stdout.Write(out)
+	return true, err
+}
+
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+func runApply(ctx context.Context, c *cli, args []string) error {
+	return c.applyFile(ctx, args, false)
+}
+
+func runValidate(ctx context.Context, c *cli, args []string) error {
+	return c.applyFile(ctx, args, true)
+}
+
+func (c *cli) applyFile(ctx context.Context, args []string, validateOnly bool) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	data, err := c.readFile()
+	if err != nil {
+		return err
+	}
+	resp, err := c.client().ApplyConfig(ctx, connect.NewRequest(&sluicev1.ApplyConfigRequest{
+		Document: string(data), BasedOnVersion: c.basedOn, ValidateOnly: validateOnly}))
+	if err != nil {
+		return err
+	}
+	if done, err := c.print(resp.Msg); done {
+		return err
+	}
+	if validateOnly {
+		fmt.Fprintf(c.stdout, "valid against version %d (%s)\n", resp.Msg.GetVersion(), resp.Msg.GetSummary())
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "applied version %d (%s)\n", resp.Msg.GetVersion(), resp.Msg.GetSummary())
+	return nil
+}
+
+func runGet(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 1 {
+		return usagef("get wants one of: buckets, engines")
+	}
+	switch args[0] {
+	case "buckets", "bucket":
+		resp, err := c.client().ListBuckets(ctx, connect.NewRequest(&sluicev1.ListBucketsRequest{}))
+		if err != nil {
+			return err
+		}
+		if done, err := c.print(resp.Msg); done {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "ID\tRANK\tINPUT TOKENS\tGROUPS\n")
+		for _, b := range resp.Msg.GetBuckets() {
+			m := b.AsMap()
+			fmt.Fprintf(tw, "%v\t%v\t%s\t%s\n", m["id"], orZero(m["rank"]), limits(m["limits"]), groups(m["groups"]))
+		}
+		fmt.Fprintf(tw, "(configuration version %d)\n", resp.Msg.GetVersion())
+		return tw.Flush()
+	case "engines", "engine":
+		resp, err := c.client().ListEngines(ctx, connect.NewRequest(&sluicev1.ListEnginesRequest{}))
+		if err != nil {
+			return err
+		}
+		if done, err := c.print(resp.Msg); done {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "ID\tROLE\tMODELS\tURL\tHEALTHY\tINFLIGHT\n")
+		for _, e := range resp.Msg.GetEngines() {
+			role := strings.ToLower(strings.TrimPrefix(e.GetRole().String(), "ROLE_"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\n", e.GetId(), role, strings.Join(e.GetModels(), ","), e.GetUrl(), e.GetHealthy(), e.GetLoad().GetInflight())
+		}
+		return tw.Flush()
+	}
+	return usagef("get %q: want buckets or engines", args[0])
+}
+
+func orZero(v any) any {
+	if v == nil {
+		return 0
+	}
+	return v
+}
+
+func limits(v any) string {
+	m, _ := v.(map[string]any)
+	lo, hi := "0", "∞"
+	if x, ok := m["min"]; ok {
+		lo = fmt.Sprint(x)
+	}
+	if x, ok := m["max"]; ok {
+		hi = fmt.Sprint(x)
+	}
+	return lo + "–" + hi
+}
+
+func groups(v any) string {
+	m, _ := v.(map[string]any)
+	var parts []string
+	describe := func(stage string, g any) {
+		gm, _ := g.(map[string]any)
+		policy := "inherited"
+		if p, ok := gm["policy"].(map[string]any); ok {
+			policy = fmt.Sprint(p["type"])
+		}
+		members := "all"
+		if ids, ok := gm["worker_ids"].([]any); ok {
+			s := make([]string, len(ids))
+			for i, id := range ids {
+				s[i] = fmt.Sprint(id)
+			}
+			members = "[" + strings.Join(s, ",") + "]"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s", stage, policy, members))
+	}
+	if g, ok := m["plain"]; ok {
+		describe("plain", g)
+	}
+	if pd, ok := m["pd"].(map[string]any); ok {
+		describe("prefill", pd["prefill"])
+		describe("decode", pd["decode"])
+	}
+	return strings.Join(parts, "; ")
+}
+
+func runVersions(ctx context.Context, c *cli, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	resp, err := c.client().ListVersions(ctx, connect.NewRequest(&sluicev1.ListVersionsRequest{Limit: int32(c.limit)}))
+	if err != nil {
+		return err
+	}
+	if done, err := c.print(resp.Msg); done {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "VERSION\tCREATED\tAUTHOR\tSUMMARY\n")
+	for _, v := range resp.Msg.GetVersions() {
+		mark := " "
+		if v.GetVersion() == resp.Msg.GetCurrentVersion() {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\n", mark, v.GetVersion(), v.GetCreatedAt().AsTime().Local().Format(time.DateTime), v.GetAuthor(), v.GetSummary())
+	}
+	return tw.Flush()
+}
+
+func runRollback(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 1 {
+		return usagef("rollback wants one version number")
+	}
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || n < 1 {
+		return usagef("rollback %q: want a version number >= 1", args[0])
+	}
+	resp, err := c.client().Rollback(ctx, connect.NewRequest(&sluicev1.RollbackRequest{Version: n, BasedOnVersion: c.basedOn}))
+	if err != nil {
+		return err
+	}
+	if done, err := c.print(resp.Msg); done {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "rolled back to version %d's configuration as version %d\n", n, resp.Msg.GetVersion())
+	return nil
+}
+
+func runDiff(ctx context.Context, c *cli, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	data, err := c.readFile()
+	if err != nil {
+		return err
+	}
+	local, err := config.Parse(data, config.FormatForPath(c.file))
+	if err != nil {
+		return &localInvalid{fmt.Errorf("%s: %w", c.file, err)}
+	}
+	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	if err != nil {
+		return err
+	}
+	remote, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
+	if err != nil {
+		return fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
+	}
+	a, err := config.Marshal(remote, config.FormatYAML)
+	if err != nil {
+		return err
+	}
+	b, err := config.Marshal(local, config.FormatYAML)
+	if err != nil {
+		return err
+	}
+	if string(a) == string(b) {
+		fmt.Fprintf(c.stdout, "no differences from version %d\n", resp.Msg.GetVersion())
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "--- server (version %d)\n+++ %s\n", resp.Msg.GetVersion(), c.file)
+	for _, l := range lineDiff(strings.Split(strings.TrimSuffix(string(a), "\n"), "\n"), strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")) {
+		fmt.Fprintln(c.stdout, l)
+	}
+	fmt.Fprintf(c.stdout, "summary: %s\n", config.Summarize(remote, local))
+	return nil
+}
+
+// lineDiff returns a and b merged by their longest common subsequence: kept lines start with
+// two spaces, removed with "- ", added with "+ ".
+func lineDiff(a, b []string) []string {
+	n, m := len(a), len(b)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []string
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && a[i] == b[j]:
+			out = append(out, "  "+a[i])
+			i++
+			j++
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, "+ "+b[j])
+			j++
+		default:
+			out = append(out, "- "+a[i])
+			i++
+		}
+	}
+	return slices.Clip(out)
+}

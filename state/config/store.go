@@ -1,0 +1,171 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Store is a versioned source of configuration snapshots. [FileStore] and the
+// Postgres store (state/pgstore) implement it; configtest.Run is the contract
+// both pass.
+//
+// Versions start at 1 and grow by one with every accepted change. Every write
+// validates the whole document first ([*ValidationError] on failure, nothing
+// stored), carries the version it was based on ([*ConflictError] when that is
+// no longer current), and is atomic: readers see the old or the new snapshot,
+// never a mix.
+type Store interface {
+	// Current returns the snapshot in force without blocking.
+	Current() Snapshot
+	// Subscribe returns a channel that receives each newer snapshot (a slow
+	// reader sees only the latest) and a func that unsubscribes and closes it.
+	Subscribe() (<-chan Snapshot, func())
+	// Run watches the backing storage for changes made elsewhere until ctx
+	// is done, then returns nil.
+	Run(ctx context.Context) error
+	// Apply validates doc and stores it as the version after basedOn.
+	// The author is taken from ctx ([WithAuthor]).
+	Apply(ctx context.Context, doc *Document, basedOn int64) (Snapshot, error)
+	// Versions lists the versions the store keeps, newest first, at most
+	// limit of them (limit <= 0 means all).
+	Versions(ctx context.Context, limit int) ([]VersionInfo, error)
+	// Version returns one stored version with its document, or an error
+	// matching [ErrVersionNotFound].
+	Version(ctx context.Context, version int64) (Revision, error)
+	// Rollback stores the document of version as a new version after
+	// basedOn; the log keeps growing, nothing is rewritten.
+	Rollback(ctx context.Context, version, basedOn int64) (Snapshot, error)
+}
+
+// ErrVersionNotFound is matched by errors for a version the store does not hold.
+var ErrVersionNotFound = errors.New("configuration version not found")
+
+// ErrUnavailable is matched by errors of a store whose backing service cannot
+// be reached; the caller may retry later. Reads of Current are unaffected.
+var ErrUnavailable = errors.New("configuration store unavailable")
+
+// VersionInfo describes one entry of a store's version log.
+type VersionInfo struct {
+	// Version is the version number, from 1.
+	Version int64
+	// Author is who made the change ([WithAuthor]), e.g. "admin" or "file".
+	Author string
+	// CreatedAt is when the version was stored.
+	CreatedAt time.Time
+	// Summary says what changed relative to the previous version ([Summarize]).
+	Summary string
+	// RollbackOf is the version a rollback restored; 0 otherwise.
+	RollbackOf int64
+}
+
+// Revision is one stored version with its full document.
+type Revision struct {
+	VersionInfo
+	// Document is valid and shared; do not modify it.
+	Document *Document
+}
+
+type authorKey struct{}
+
+// WithAuthor returns a context whose writes are recorded as made by author.
+func WithAuthor(ctx context.Context, author string) context.Context {
+	return context.WithValue(ctx, authorKey{}, author)
+}
+
+// AuthorFrom returns the author set by [WithAuthor], or "unknown".
+func AuthorFrom(ctx context.Context) string {
+	if a, ok := ctx.Value(authorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return "unknown"
+}
+
+// Summarize describes how next differs from prev in one line, naming the
+// buckets and workers added, removed or changed, e.g.
+// "buckets: +long ~short; workers: -a2". It returns "no changes" when the
+// documents encode identically.
+func Summarize(prev, next *Document) string {
+	var parts []string
+	bucketsOf := func(d *Document) map[string]string {
+		m := map[string]string{}
+		for _, b := range d.EffectiveBuckets() {
+			m[b.ID] = encodeJSON(b)
+		}
+		return m
+	}
+	workersOf := func(d *Document) map[string]string {
+		m := map[string]string{}
+		if d != nil {
+			for _, w := range d.Workers {
+				m[w.ID] = encodeJSON(w)
+			}
+		}
+		return m
+	}
+	if s := diffSets(bucketsOf(prev), bucketsOf(next)); s != "" {
+		parts = append(parts, "buckets: "+s)
+	}
+	if s := diffSets(workersOf(prev), workersOf(next)); s != "" {
+		parts = append(parts, "workers: "+s)
+	}
+	pp, np := prev, next
+	if pp == nil {
+		pp = &Document{}
+	}
+	if np == nil {
+		np = &Document{}
+	}
+	if encodeJSON(pp.DefaultPolicy) != encodeJSON(np.DefaultPolicy) {
+		parts = append(parts, "default_policy changed")
+	}
+	if encodeJSON(pp.Models) != encodeJSON(np.Models) {
+		parts = append(parts, "models changed")
+	}
+	if len(parts) == 0 {
+		if !sameDocument(prev, next) {
+			return "document changed"
+		}
+		return "no changes"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func diffSets(prev, next map[string]string) string {
+	var out []string
+	keys := make([]string, 0, len(prev)+len(next))
+	for k := range prev {
+		keys = append(keys, k)
+	}
+	for k := range next {
+		if _, ok := prev[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p, inPrev := prev[k]
+		n, inNext := next[k]
+		switch {
+		case !inPrev:
+			out = append(out, "+"+k)
+		case !inNext:
+			out = append(out, "-"+k)
+		case p != n:
+			out = append(out, "~"+k)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func encodeJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,428 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/state/config"
+)
+
+// Defaults of [Config].
+const (
+	DefaultChannel        = "sluice_config"
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultReconnectMin   = 100 * time.Millisecond
+	DefaultReconnectMax   = 5 * time.Second
+	// SourcePostgres is the Snapshot.Source of a version read from the database.
+	SourcePostgres = "postgres"
+	// AuthorSeed records the version stored when the log was empty.
+	AuthorSeed = "seed"
+)
+
+// Config holds the settings of a [Store]. DSN is required.
+type Config struct {
+	// DSN is a libpq connection string or postgres:// URL.
+	DSN string
+	// SnapshotPath, when set, is a file rewritten after each load with the
+	// version in force, and served when the database is unreachable at
+	// start-up.
+	SnapshotPath string
+	// Seed is stored as version 1 when the version log is empty; nil means
+	// the empty document (the default buckets).
+	Seed *config.Document
+	// Channel is the NOTIFY channel; empty means DefaultChannel.
+	Channel string
+	// ConnectTimeout bounds each connection attempt; zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the listener's exponential
+	// back-off between reconnection attempts.
+	ReconnectMin, ReconnectMax time.Duration
+}
+
+// Validate reports settings that cannot work, naming the setting and the fix.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DSN == "" {
+		errs = append(errs, errors.New("postgres store: dsn is empty; pass -postgres-dsn or set DATABASE_URL"))
+	} else if _, err := pgxpool.ParseConfig(c.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("postgres store: dsn does not parse (%w); use postgres://user@host:5432/db", err))
+	}
+	if c.ConnectTimeout < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 {
+		errs = append(errs, errors.New("postgres store: timeouts must not be negative; use 0 for the defaults"))
+	}
+	if c.Seed != nil {
+		if err := c.Seed.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("postgres store: seed document: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	if c.Channel == "" {
+		c.Channel = DefaultChannel
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.ReconnectMin == 0 {
+		c.ReconnectMin = DefaultReconnectMin
+	}
+	if c.ReconnectMax == 0 {
+		c.ReconnectMax = DefaultReconnectMax
+	}
+}
+
+// Store is the Postgres [config.Store]. Current is lock-free; writes go
+// through the database and are published locally as soon as they commit;
+// Run listens for other replicas' writes.
+type Store struct {
+	logger  *slog.Logger
+	cfg     Config
+	pool    *pgxpool.Pool
+	connCfg *pgx.ConnConfig
+
+	current atomic.Pointer[config.Snapshot]
+	ready   atomic.Bool // migrations ran and the head was read from the database
+
+	mu      sync.Mutex // guards subs and publishing order
+	subs    map[int]chan config.Snapshot
+	nextSub int
+	initMu  sync.Mutex // serialises initialise
+	now     func() time.Time
+}
+
+var _ config.Store = (*Store)(nil)
+
+// Open connects, applies the embedded migrations, stores cfg.Seed as
+// version 1 if the log is empty, and loads the version in force. When the
+// database cannot be reached and cfg.SnapshotPath holds a last-known
+// snapshot, the store serves that (writes fail with [config.ErrUnavailable]
+// until Run reconnects); without one it returns an error. Open starts no
+// goroutines; call Close when done.
+func Open(ctx context.Context, logger *slog.Logger, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	pcfg.MaxConns = max(pcfg.MaxConns, 4)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	s := &Store{logger: logger, cfg: cfg, pool: pool, connCfg: pcfg.ConnConfig.Copy(),
+		subs: map[int]chan config.Snapshot{}, now: time.Now}
+	err = s.initialise(ctx)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, config.ErrUnavailable) || cfg.SnapshotPath == "" {
+		pool.Close()
+		if errors.Is(err, config.ErrUnavailable) {
+			return nil, fmt.Errorf("postgres store: %w; no last-known snapshot to serve (set a snapshot path to survive this)", err)
+		}
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	snap, serr := readSnapshotFile(cfg.SnapshotPath)
+	if serr != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres store: %w; and the last-known snapshot is unusable: %w", err, serr)
+	}
+	s.current.Store(&snap)
+	logger.Warn("postgres unreachable at start-up; serving the last-known snapshot until it returns",
+		slog.String("snapshot_path", cfg.SnapshotPath), slog.Int64("config_version", snap.Version), slog.Any("error", err))
+	return s, nil
+}
+
+// Close releases the connection pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// initialise migrates, seeds and loads the head once; later calls return nil.
+func (s *Store) initialise(ctx context.Context) error {
+	if s.ready.Load() {
+		return nil
+	}
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if s.ready.Load() {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		applied, err := migrate(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			s.logger.Info("applied configuration schema migrations", slog.Any("migrations", applied))
+		}
+		return s.seed(ctx, tx)
+	})
+	if err != nil {
+		return s.classify(ctx, fmt.Errorf("migrate: %w", err))
+	}
+	snap, err := s.loadHead(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	s.publish(snap)
+	return nil
+}
+
+// seed stores cfg.Seed as version 1 when there is no head. It runs inside
+// the migration transaction, under its advisory lock.
+func (s *Store) seed(ctx context.Context, tx pgx.Tx) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM config_head)`).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	doc := s.cfg.Seed
+	if doc == nil {
+		doc = &config.Document{}
+	}
+	return s.write(ctx, tx, doc, 0, 1, AuthorSeed, "initial version", 0)
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// loadHead reads the version in force.
+func (s *Store) loadHead(ctx context.Context, q querier) (config.Snapshot, error) {
+	var (
+		version int64
+		raw     []byte
+	)
+	err := q.QueryRow(ctx, `SELECT v.version, v.document FROM config_head h JOIN config_versions v ON v.version = h.version`).Scan(&version, &raw)
+	if err != nil {
+		return config.Snapshot{}, s.classify(ctx, fmt.Errorf("load the current version: %w", err))
+	}
+	doc, err := config.Parse(raw, config.FormatJSON)
+	if err != nil {
+		return config.Snapshot{}, fmt.Errorf("version %d in the database does not validate: %w", version, err)
+	}
+	return config.Snapshot{Version: version, Document: doc, Source: SourcePostgres, LoadedAt: s.now()}, nil
+}
+
+// Current returns the snapshot in force. It never blocks.
+func (s *Store) Current() config.Snapshot { return *s.current.Load() }
+
+// Subscribe returns a channel receiving each newer snapshot (it holds one; a
+// slow reader sees only the latest) and an idempotent unsubscribe func that
+// closes it.
+func (s *Store) Subscribe() (<-chan config.Snapshot, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextSub
+	s.nextSub++
+	ch := make(chan config.Snapshot, 1)
+	s.subs[id] = ch
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.subs, id)
+			close(ch)
+		})
+	}
+}
+
+// publish installs snap if it is newer than the current one, tells the
+// subscribers and rewrites the snapshot file. It reports whether it did.
+func (s *Store) publish(snap config.Snapshot) bool {
+	s.mu.Lock()
+	if cur := s.current.Load(); cur != nil && cur.Source == SourcePostgres && cur.Version >= snap.Version {
+		s.mu.Unlock()
+		return false
+	}
+	s.current.Store(&snap)
+	for _, ch := range s.subs {
+		select {
+		case ch <- snap:
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- snap
+		}
+	}
+	s.mu.Unlock()
+	if s.cfg.SnapshotPath != "" {
+		if err := writeSnapshotFile(s.cfg.SnapshotPath, snap); err != nil {
+			s.logger.Warn("write last-known configuration snapshot", slog.String("snapshot_path", s.cfg.SnapshotPath), slog.Any("error", err))
+		}
+	}
+	return true
+}
+
+// Apply validates doc and stores it as the version after basedOn in one
+// transaction that also NOTIFYs the other replicas.
+func (s *Store) Apply(ctx context.Context, doc *config.Document, basedOn int64) (config.Snapshot, error) {
+	return s.commit(ctx, doc, basedOn, 0)
+}
+
+// Rollback stores version's document as the version after basedOn.
+func (s *Store) Rollback(ctx context.Context, version, basedOn int64) (config.Snapshot, error) {
+	rev, err := s.Version(ctx, version)
+	if err != nil {
+		return config.Snapshot{}, err
+	}
+	return s.commit(ctx, rev.Document, basedOn, version)
+}
+
+func (s *Store) commit(ctx context.Context, doc *config.Document, basedOn, rollbackOf int64) (config.Snapshot, error) {
+	if doc == nil {
+		return config.Snapshot{}, errors.New("apply configuration: nil document")
+	}
+	if err := doc.Validate(); err != nil {
+		return config.Snapshot{}, err
+	}
+	// Store and publish what the database will hand back to the other
+	// replicas: the JSON form, parsed again, sharing nothing with the caller.
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return config.Snapshot{}, fmt.Errorf("apply configuration: %w", err)
+	}
+	stored, err := config.Parse(raw, config.FormatJSON)
+	if err != nil {
+		return config.Snapshot{}, fmt.Errorf("apply configuration: JSON form does not parse back: %w", err)
+	}
+	if err := s.initialise(ctx); err != nil {
+		return config.Snapshot{}, err
+	}
+	author := config.AuthorFrom(ctx)
+	var next int64
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var cur int64
+		if err := tx.QueryRow(ctx, `SELECT version FROM config_head FOR UPDATE`).Scan(&cur); err != nil {
+			return err
+		}
+		if cur != basedOn {
+			return &config.ConflictError{Current: cur}
+		}
+		prev, err := s.documentAt(ctx, tx, cur)
+		if err != nil {
+			return err
+		}
+		summary := config.Summarize(prev, stored)
+		if rollbackOf != 0 {
+			summary = fmt.Sprintf("rollback to version %d: %s", rollbackOf, summary)
+		}
+		next = cur + 1
+		return s.write(ctx, tx, stored, cur, next, author, summary, rollbackOf)
+	})
+	if err != nil {
+		var ce *config.ConflictError
+		if errors.As(err, &ce) {
+			return config.Snapshot{}, ce
+		}
+		return config.Snapshot{}, s.classify(ctx, fmt.Errorf("apply configuration: %w", err))
+	}
+	snap := config.Snapshot{Version: next, Document: stored, Source: SourcePostgres, LoadedAt: s.now()}
+	s.publish(snap)
+	s.logger.Info("configuration applied", slog.Int64("config_version", next), slog.String("author", author))
+	return snap, nil
+}
+
+// documentAt returns version's document, reusing the current snapshot when
+// it is that version.
+func (s *Store) documentAt(ctx context.Context, q querier, version int64) (*config.Document, error) {
+	if cur := s.current.Load(); cur != nil && cur.Version == version && cur.Source == SourcePostgres {
+		return cur.Document, nil
+	}
+	var raw []byte
+	if err := q.QueryRow(ctx, `SELECT document FROM config_versions WHERE version = $1`, version).Scan(&raw); err != nil {
+		return nil, err
+	}
+	return config.Parse(raw, config.FormatJSON)
+}
+
+// write appends version next to the log, moves the head, rewrites the
+// current-document tables and queues the NOTIFY (sent on commit).
+func (s *Store) write(ctx context.Context, tx pgx.Tx, doc *config.Document, basedOn, next int64, author, summary string, rollbackOf int64) error {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO config_versions (version, author, summary, based_on, rollback_of, document)
+		VALUES ($1, $2, $3, $4, $5, $6)`, next, author, summary, nullable(basedOn), nullable(rollbackOf), raw)
+	b.Queue(`INSERT INTO config_head (singleton, version, updated_at) VALUES (true, $1, now())
+		ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`, next)
+	if err := queueTables(b, doc); err != nil {
+		return err
+	}
+	b.Queue(`SELECT pg_notify($1, $2)`, s.cfg.Channel, fmt.Sprint(next))
+	return tx.SendBatch(ctx, b).Close()
+}
+
+func nullable(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+// Versions lists the log, newest first.
+func (s *Store) Versions(ctx context.Context, limit int) ([]config.VersionInfo, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version, author, created_at, summary, COALESCE(rollback_of, 0)
+		FROM config_versions ORDER BY version DESC LIMIT NULLIF($1, -1)`, limit)
+	if err != nil {
+		return nil, s.classify(ctx, fmt.Errorf("list versions: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (config.VersionInfo, error) {
+		var v config.VersionInfo
+		err := r.Scan(&v.Version, &v.Author, &v.CreatedAt, &v.Summary, &v.RollbackOf)
+		return v, err
+	})
+	if err != nil {
+		return nil, s.classify(ctx, fmt.Errorf("list versions: %w", err))
+	}
+	return out, nil
+}
+
+// Version returns one logged version.
+func (s *Store) Version(ctx context.Context, version int64) (config.Revision, error) {
+	var (
+		r   config.Revision
+		raw []byte
+	)
+	err := s.pool.QueryRow(ctx, `SELECT version, author, created_at, summary, COALESCE(rollback_of, 0), document
+		FROM config_versions WHERE version = $1`, version).Scan(&r.Version, &r.Author, &r.CreatedAt, &r.Summary, &r.RollbackOf, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return config.Revision{}, fmt.Errorf("version %d: %w", version, config.ErrVersionNotFound)
+	}
+	if err != nil {
+		return config.Revision{}, s.classify(ctx, fmt.Errorf("read version %d: %w", version, err))
+	}
+	if r.Document, err = config.Parse(raw, config.FormatJSON); err != nil {
+		return config.Revision{}, fmt.Errorf("version %d in the database does not validate: %w", version, err)
+	}
+	return r, nil
+}
