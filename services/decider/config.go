@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/sluicehq/sluice/services/enginehealth"
 )
 
 // Config is the decider service's configuration, bound to flags with SLUICE_* environment
@@ -50,11 +52,18 @@ type Config struct {
 	AdminTokensFile string
 	// DecideToken, when set, is required (or an admin token) on Decide and Release.
 	DecideToken string
+
+	// Health configures the active engine probe and the per-engine circuit breaker.
+	Health enginehealth.Config
+	// AffinitySweep is how often idle session and sticky bindings are dropped.
+	AffinitySweep time.Duration
 }
 
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
 	return Config{
+		Health:          enginehealth.DefaultConfig(),
+		AffinitySweep:   time.Minute,
 		GRPCAddr:        ":7070",
 		HTTPAddr:        ":7080",
 		ConfigPoll:      2 * time.Second,
@@ -69,6 +78,14 @@ func DefaultConfig() Config {
 
 // RegisterFlags binds c's fields to fs; values already in c are the defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Health.ProbeInterval, "probe-interval", c.Health.ProbeInterval, "active health probe interval per engine; 0 disables probing")
+	fs.DurationVar(&c.Health.ProbeTimeout, "probe-timeout", c.Health.ProbeTimeout, "timeout of one health probe")
+	fs.StringVar(&c.Health.ProbePath, "probe-path", c.Health.ProbePath, "health endpoint path probed on each engine URL")
+	fs.IntVar(&c.Health.ProbeFailures, "probe-failures", c.Health.ProbeFailures, "consecutive failed probes that make an engine unhealthy")
+	fs.IntVar(&c.Health.ProbeSuccesses, "probe-successes", c.Health.ProbeSuccesses, "consecutive good probes that make it healthy again")
+	fs.IntVar(&c.Health.BreakerFailures, "breaker-failures", c.Health.BreakerFailures, "consecutive dispatch failures (reported through Release) that open an engine's circuit breaker; 0 disables")
+	fs.DurationVar(&c.Health.BreakerCoolDown, "breaker-cool-down", c.Health.BreakerCoolDown, "how long an open breaker keeps the engine out before one trial dispatch")
+	fs.DurationVar(&c.AffinitySweep, "affinity-sweep", c.AffinitySweep, "how often idle session/sticky bindings are dropped")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "native gRPC listen address")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address: Connect, gRPC-Web, REST, /metrics, /healthz")
 	fs.StringVar(&c.ConfigPath, "config", c.ConfigPath, "bucket/engine configuration file (YAML or JSON); empty = default buckets plain and pd")
@@ -120,7 +137,7 @@ func (c *Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"config-poll", c.ConfigPoll}, {"lease-ttl", c.LeaseTTL}, {"load-freshness", c.LoadFreshness}, {"shutdown-timeout", c.ShutdownTimeout},
-		{"postgres-connect-timeout", c.PostgresConnectTimeout}}
+		{"postgres-connect-timeout", c.PostgresConnectTimeout}, {"affinity-sweep", c.AffinitySweep}}
 	for _, p := range positive {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))
@@ -131,6 +148,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTokenIDs <= 0 {
 		errs = append(errs, fmt.Errorf("-max-token-ids %d: must be positive", c.MaxTokenIDs))
+	}
+	if err := c.Health.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -31,6 +31,8 @@ import (
 	"github.com/sluicehq/sluice/gen/openapiv2"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
@@ -48,6 +50,9 @@ type Server struct {
 	store   config.Store
 	auth    *authenticator
 	decider *decider.Decider
+
+	affinity     *affinity.Store
+	engineHealth *enginehealth.Tracker
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -82,17 +87,28 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	reg := registry.New(st)
-	d, err := decider.New(logger, reg, policy.Deps{Load: load, InFlight: leases}, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
+	aff, err := affinity.New(affinity.Config{SweepInterval: cfg.AffinitySweep}, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d}
+	reg.OnRemove(func(w *registry.Worker) { aff.InvalidateEngine(w.ID) })
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	healthTracker, err := enginehealth.New(logger, reg, cfg.Health, nil, promReg)
+	if err != nil {
+		return nil, err
+	}
+	deps := policy.Deps{Load: load, InFlight: leases, Affinity: aff}
+	d, err := decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
+		affinity: aff, engineHealth: healthTracker}
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion)}
+	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
 	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary))
@@ -220,6 +236,8 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { return ignoreCancel(s.store.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.leases.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.affinity.Run(gctx)) })
+	g.Go(func() error { return s.engineHealth.Run(gctx) })
 	g.Go(func() error { return s.watchConfig(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()

@@ -31,6 +31,13 @@ func startServer(t testing.TB, configPath string) *Server {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", configPath
+	cfg.Health.ProbeInterval = 0 // test engines are not reachable; breaker tests drive health
+	return runServer(t, cfg)
+}
+
+// runServer starts a decider with cfg and stops it when the test ends.
+func runServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
 	srv, err := New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -47,14 +54,19 @@ func startServer(t testing.TB, configPath string) *Server {
 	return srv
 }
 
-func grpcClient(t testing.TB, srv *Server) sluicev1.DeciderServiceClient {
+func grpcConn(t testing.TB, srv *Server) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return sluicev1.NewDeciderServiceClient(conn)
+	return conn
+}
+
+func grpcClient(t testing.TB, srv *Server) sluicev1.DeciderServiceClient {
+	t.Helper()
+	return sluicev1.NewDeciderServiceClient(grpcConn(t, srv))
 }
 
 func TestGRPCDecideAndRelease(t *testing.T) {
@@ -316,5 +328,32 @@ func TestShutdownIsBounded(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("shutdown took %v, want within the 2s deadline", d)
+	}
+}
+
+func TestGRPCSessionStaysPut(t *testing.T) {
+	srv := startServer(t, "testdata/session.yaml")
+	c := grpcClient(t, srv)
+	ctx := context.Background()
+	first, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "m", InputTokens: 10, SessionKey: "conv-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first.GetPick().GetPlain().GetReason(); got != "assigned" {
+		t.Fatalf("first reason = %q, want assigned", got)
+	}
+	want := first.GetPick().GetPlain().GetEngineId()
+	for range 10 {
+		resp, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "m", InputTokens: 10, SessionKey: "conv-1", Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.GetPick().GetPlain()
+		if p.GetEngineId() != want || p.GetReason() != "session_primary" {
+			t.Fatalf("session moved: %s (%s), want %s session_primary", p.GetEngineId(), p.GetReason(), want)
+		}
+		if d := resp.GetExplain().GetAttempts()[0].GetStages()[0].GetDetail(); !strings.Contains(d, "binding reused") {
+			t.Errorf("explain detail = %q, want the binding used", d)
+		}
 	}
 }

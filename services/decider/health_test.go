@@ -1,0 +1,115 @@
+package decider
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+)
+
+// TestBreakerOpensOnReportedFailures: callers report dispatch failures through Release; after
+// the threshold the engine is no longer a candidate and explain says why.
+func TestBreakerOpensOnReportedFailures(t *testing.T) {
+	srv := startServer(t, "testdata/two-buckets.yaml")
+	c := grpcClient(t, srv)
+	ctx := context.Background()
+	for range 5 { // default -breaker-failures
+		resp, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "pd-chat", InputTokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Release(ctx, &sluicev1.ReleaseRequest{LeaseId: resp.GetLeaseId(),
+			Outcome: sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, FailedEngineIds: []string{"d1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "pd-chat", InputTokens: 10, Explain: true})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || reasonOf(st) != "NO_HEALTHY_ENGINES" {
+		t.Fatalf("Decide after 5 failures = %v %s, want Unavailable NO_HEALTHY_ENGINES", st.Code(), reasonOf(st))
+	}
+	engines := listEngines(t, srv)
+	if e := engines["d1"]; e.GetHealthy() || !strings.Contains(e.GetHealthReason(), "circuit breaker open") {
+		t.Errorf("ListEngines d1 = healthy %v %q, want unhealthy with the breaker reason", e.GetHealthy(), e.GetHealthReason())
+	}
+	if !engines["p1"].GetHealthy() {
+		t.Error("p1 was marked unhealthy although only d1 failed")
+	}
+}
+
+func listEngines(t *testing.T, srv *Server) map[string]*sluicev1.Engine {
+	t.Helper()
+	conn := grpcConn(t, srv)
+	resp, err := sluicev1.NewAdminServiceClient(conn).ListEngines(context.Background(), &sluicev1.ListEnginesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*sluicev1.Engine{}
+	for _, e := range resp.GetEngines() {
+		out[e.GetId()] = e
+	}
+	return out
+}
+
+// TestProbeRoutesAroundADeadEngine: an engine whose health endpoint fails stops being picked;
+// when it recovers it is a candidate again.
+func TestProbeRoutesAroundADeadEngine(t *testing.T) {
+	var down atomic.Bool
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer eng.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer other.Close()
+	path := filepath.Join(t.TempDir(), "cfg.yaml")
+	doc := "workers:\n  - {id: flaky, url: \"" + eng.URL + "\", models: [m], role: plain}\n  - {id: steady, url: \"" + other.URL + "\", models: [m], role: plain}\n" +
+		"default_policy:\n  plain: {type: round_robin}\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", path
+	cfg.Health.ProbeInterval, cfg.Health.ProbeFailures, cfg.Health.ProbeSuccesses = 20*time.Millisecond, 1, 1
+	srv := runServer(t, cfg)
+	c := grpcClient(t, srv)
+	picks := func() map[string]int {
+		got := map[string]int{}
+		for range 6 {
+			resp, err := c.Decide(context.Background(), &sluicev1.DecideRequest{Model: "m", InputTokens: 1, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[resp.GetPick().GetPlain().GetEngineId()]++
+		}
+		return got
+	}
+	waitFor(t, func() bool { return picks()["flaky"] > 0 })
+	down.Store(true)
+	waitFor(t, func() bool { return picks()["flaky"] == 0 })
+	down.Store(false)
+	waitFor(t, func() bool { return picks()["flaky"] > 0 })
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
