@@ -1,0 +1,128 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Default settings, applied by Config.withDefaults to zero fields.
+const (
+	DefaultLoadTopic         = "sluice.engine-load.v1"
+	DefaultKVTopic           = "sluice.kv-events.v1"
+	DefaultClientID          = "sluice-ingest"
+	DefaultMinBytes          = 1
+	DefaultMaxBytes          = 16 << 20
+	DefaultMaxWait           = 100 * time.Millisecond
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultPartitionRefresh  = 30 * time.Second
+	DefaultMaxUnknownEngines = 10_000
+	DefaultMaxRecordBytes    = 8 << 20
+	DefaultBadLogInterval    = 30 * time.Second
+	DefaultRetryBackoff      = 500 * time.Millisecond
+	DefaultMaxRetryBackoff   = 10 * time.Second
+	DefaultUnhealthyAfter    = 30 * time.Second
+)
+
+// Config holds one ingestion component's Kafka settings. The zero value of
+// every field but Brokers selects its default; Topic defaults per component
+// (DefaultLoadTopic or DefaultKVTopic).
+type Config struct {
+	// Brokers are the bootstrap brokers (host:port); required.
+	Brokers []string
+	// Topic is the topic to consume.
+	Topic string
+	// ClientID identifies this consumer to the brokers.
+	ClientID string
+	// MinBytes and MaxBytes bound one fetch response (kafka-go ReaderConfig).
+	MinBytes, MaxBytes int
+	// MaxWait is how long a fetch waits for MinBytes before returning.
+	MaxWait time.Duration
+	// DialTimeout bounds one connection attempt to a broker.
+	DialTimeout time.Duration
+	// PartitionRefresh is how often the topic's partitions are listed again
+	// to pick up added partitions.
+	PartitionRefresh time.Duration
+	// MaxRecordBytes is the largest record value accepted; larger records
+	// are counted as absurd_size and skipped.
+	MaxRecordBytes int
+	// MaxUnknownEngines bounds how many distinct engine ids the load stream
+	// keeps state for (load is kept for engines not yet registered so it is
+	// ready when they register). Reports of further new ids are counted as
+	// unknown_engine_cap and skipped. Load stream only.
+	MaxUnknownEngines int
+	// BadLogInterval is the minimum time between two log lines about bad
+	// records of the same kind; the line carries the count since the last.
+	BadLogInterval time.Duration
+	// RetryBackoff and MaxRetryBackoff bound the pause before a failed
+	// partition reader or metadata call is retried (doubling each time).
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// UnhealthyAfter is how long a component may fail to reach the brokers
+	// before Healthy reports an error.
+	UnhealthyAfter time.Duration
+}
+
+// Validate reports every invalid field with the fix, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("ingest: "+format, args...)) }
+	if len(c.Brokers) == 0 {
+		bad("Brokers: empty; set at least one host:port bootstrap broker")
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			bad("Brokers[%d]: empty address; give host:port", i)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MinBytes", int64(c.MinBytes)}, {"MaxBytes", int64(c.MaxBytes)}, {"MaxWait", int64(c.MaxWait)},
+		{"DialTimeout", int64(c.DialTimeout)}, {"PartitionRefresh", int64(c.PartitionRefresh)},
+		{"MaxRecordBytes", int64(c.MaxRecordBytes)}, {"MaxUnknownEngines", int64(c.MaxUnknownEngines)},
+		{"BadLogInterval", int64(c.BadLogInterval)}, {"RetryBackoff", int64(c.RetryBackoff)},
+		{"MaxRetryBackoff", int64(c.MaxRetryBackoff)}, {"UnhealthyAfter", int64(c.UnhealthyAfter)},
+	} {
+		if f.v < 0 {
+			bad("%s %d: must be >= 0 (0 selects the default)", f.name, f.v)
+		}
+	}
+	if c.MinBytes > 0 && c.MaxBytes > 0 && c.MinBytes > c.MaxBytes {
+		bad("MinBytes %d > MaxBytes %d: lower MinBytes or raise MaxBytes", c.MinBytes, c.MaxBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with zero fields replaced by defaults; topic is the
+// component's default topic.
+func (c Config) withDefaults(topic string) Config {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defi := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if c.Topic == "" {
+		c.Topic = topic
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	defi(&c.MinBytes, DefaultMinBytes)
+	defi(&c.MaxBytes, DefaultMaxBytes)
+	defi(&c.MaxRecordBytes, DefaultMaxRecordBytes)
+	defi(&c.MaxUnknownEngines, DefaultMaxUnknownEngines)
+	def(&c.MaxWait, DefaultMaxWait)
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.PartitionRefresh, DefaultPartitionRefresh)
+	def(&c.BadLogInterval, DefaultBadLogInterval)
+	def(&c.RetryBackoff, DefaultRetryBackoff)
+	def(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	def(&c.UnhealthyAfter, DefaultUnhealthyAfter)
+	return c
+}

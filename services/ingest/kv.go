@@ -1,0 +1,244 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/sluicehq/sluice/state/kvevents"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// KVIngester consumes the KV-event topic into the prefix index, enforcing
+// the epoch/seq rules per (engine, rank): a record of an older epoch is
+// ignored; a newer epoch clears the holder before its events apply; a seq
+// at or below the last applied one is a duplicate and skipped (so a replayed
+// record never changes the index twice); a seq gap marks the holder
+// uncertain until its next AllBlocksCleared or new epoch.
+type KVIngester struct {
+	s             *stream
+	slots         *slots.Table
+	defaultFormat string
+
+	index   atomic.Pointer[indexBox]   // replaced only by a restore before Run
+	holders map[holderKey]*holderState // guarded by s.mu
+	stats   KVStats                    // guarded by s.mu
+
+	umu       sync.RWMutex
+	uncertain map[string]int // engine id -> uncertain ranks; guarded by umu
+	nUncert   int            // guarded by umu
+}
+
+type indexBox struct{ KVIndex }
+
+type holderKey struct {
+	engine string
+	rank   int32
+}
+
+// holderState is what the ingester knows of one (engine, rank): its current
+// epoch, the last seq applied in it and whether a gap was seen since the
+// last full state.
+type holderState struct {
+	Epoch     uint64 `json:"epoch"`
+	Seq       uint64 `json:"seq"`
+	Uncertain bool   `json:"uncertain,omitempty"`
+}
+
+// KVStats counts what the ingester applied since it was created.
+type KVStats struct {
+	Batches        int64 // records applied
+	BlocksStored   int64 // blocks in applied BlockStored events
+	BlocksRemoved  int64 // blocks in applied BlockRemoved events
+	Cleared        int64 // AllBlocksCleared events applied
+	EpochResets    int64 // holders cleared because a newer epoch arrived
+	Gaps           int64 // seq gaps seen
+	StaleEpoch     int64 // records of an older epoch, ignored
+	Duplicates     int64 // records with seq <= last applied, skipped
+	IgnoredEvents  int64 // events of non-prefix KV groups (sliding window, mamba)
+	RejectedEvents int64 // events the index rejected or the decoder skipped
+}
+
+// KVConfig is Config plus the KV stream's own settings.
+type KVConfig struct {
+	Config
+	// DefaultFormat is the payload format of records without the
+	// sluice-format header; empty selects FormatProto.
+	DefaultFormat string
+}
+
+// NewKVIngester returns a KV-stream consumer feeding index. Engine ids are
+// interned in slots (the slot table shared with the registry and load
+// table). Metrics are registered on reg. It starts no goroutines; call Run.
+func NewKVIngester(logger *slog.Logger, cfg KVConfig, index KVIndex, slotTable *slots.Table, reg prometheus.Registerer) (*KVIngester, error) {
+	if logger == nil || index == nil || slotTable == nil || reg == nil {
+		return nil, errors.New("ingest: NewKVIngester: nil logger, index, slots table or registerer")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.DefaultFormat {
+	case "", FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack:
+	default:
+		return nil, fmt.Errorf("ingest: DefaultFormat %q: want %s, %s or %s", cfg.DefaultFormat, FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack)
+	}
+	c := cfg.withDefaults(DefaultKVTopic)
+	s, err := newStream(logger, c, StreamKV, reg)
+	if err != nil {
+		return nil, err
+	}
+	k := &KVIngester{s: s, slots: slotTable, defaultFormat: cfg.DefaultFormat,
+		holders: map[holderKey]*holderState{}, uncertain: map[string]int{}}
+	k.index.Store(&indexBox{index})
+	s.apply = k.apply
+	return k, nil
+}
+
+// Run consumes every partition of the topic until ctx ends and returns
+// ctx's error. Broker failures never end it: readers reconnect by themselves.
+func (k *KVIngester) Run(ctx context.Context) error { return k.s.run(ctx) }
+
+// Healthy returns nil while Run runs and the brokers are reachable, else an
+// error saying why.
+func (k *KVIngester) Healthy() error { return k.s.healthy() }
+
+// Offsets returns the next offset to read per partition.
+func (k *KVIngester) Offsets() map[int]int64 { return k.s.offsets() }
+
+// Index returns the index the ingester feeds. After a snapshot restore it
+// is the restored index: callers wire it after Snapshotter.Restore.
+func (k *KVIngester) Index() KVIndex { return k.index.Load().KVIndex }
+
+// Uncertain reports whether any rank of the engine has an unresolved seq
+// gap, so its residency in the index may be incomplete or stale. It is safe
+// for concurrent use and does not wait for the writer.
+func (k *KVIngester) Uncertain(engine string) bool {
+	k.umu.RLock()
+	defer k.umu.RUnlock()
+	return k.uncertain[engine] > 0
+}
+
+// Stats returns the counters so far.
+func (k *KVIngester) Stats() KVStats {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	return k.stats
+}
+
+// RemoveEngine drops an engine (every rank) from the index and forgets its
+// epoch and seq, as when it leaves the registry; its next record starts
+// afresh.
+func (k *KVIngester) RemoveEngine(id string) {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	for hk, st := range k.holders {
+		if hk.engine == id {
+			k.setUncertain(hk, st, false)
+			delete(k.holders, hk)
+		}
+	}
+	if s, ok := k.slots.Lookup(id); ok {
+		k.Index().RemoveEngine(s)
+	}
+}
+
+// setUncertain flips st's flag and the exported views of it.
+func (k *KVIngester) setUncertain(hk holderKey, st *holderState, v bool) {
+	if st.Uncertain == v {
+		return
+	}
+	st.Uncertain = v
+	k.umu.Lock()
+	if v {
+		k.uncertain[hk.engine]++
+		k.nUncert++
+	} else {
+		if k.uncertain[hk.engine]--; k.uncertain[hk.engine] <= 0 {
+			delete(k.uncertain, hk.engine)
+		}
+		k.nUncert--
+	}
+	n := k.nUncert
+	k.umu.Unlock()
+	k.s.m.uncertain.Set(float64(n))
+}
+
+func (k *KVIngester) apply(p int, msg *kafka.Message) {
+	rec, rerr := decodeKVRecord(msg, k.defaultFormat)
+	if rerr != nil {
+		k.s.badRecord(rerr.kind, p, msg.Offset, rerr.err)
+		return
+	}
+	k.applyRecord(p, msg.Offset, &rec)
+}
+
+// applyRecord applies one decoded record under the epoch/seq rules. k.s.mu
+// must be held.
+func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
+	idx := k.Index()
+	hk := holderKey{rec.engine, rec.rank}
+	h := Holder{Engine: k.slots.Intern(rec.engine), Rank: rec.rank}
+	st := k.holders[hk]
+	switch {
+	case st == nil:
+		st = &holderState{Epoch: rec.epoch}
+		k.holders[hk] = st
+	case rec.epoch < st.Epoch:
+		k.stats.StaleEpoch++
+		k.s.m.skipped.WithLabelValues("stale_epoch").Inc()
+		return
+	case rec.epoch > st.Epoch:
+		idx.Clear(h)
+		k.stats.EpochResets++
+		k.setUncertain(hk, st, false)
+		st.Epoch, st.Seq = rec.epoch, 0
+	case rec.seq <= st.Seq:
+		k.stats.Duplicates++
+		k.s.m.skipped.WithLabelValues("duplicate").Inc()
+		return
+	case st.Seq > 0 && rec.seq > st.Seq+1:
+		k.stats.Gaps++
+		k.s.logger.Debug("kv seq gap: holder uncertain until its next full state", "engine_id", rec.engine,
+			"rank", rec.rank, "epoch", rec.epoch, "last_seq", st.Seq, "seq", rec.seq)
+		k.setUncertain(hk, st, true)
+	}
+	st.Seq = rec.seq
+	k.stats.Batches++
+	k.stats.IgnoredEvents += int64(rec.batch.Ignored)
+	for _, e := range rec.batch.Skipped {
+		k.stats.RejectedEvents++
+		k.s.badRecord(string(e.Kind), p, offset, e)
+	}
+	for i := range rec.batch.Events {
+		ev := &rec.batch.Events[i]
+		switch ev.Kind {
+		case kvevents.KindBlockStored:
+			ns := rec.ns
+			if ev.Stored.LoRAName != "" {
+				ns.LoRA = ev.Stored.LoRAName
+			}
+			if ev.Stored.CacheSalt != "" {
+				ns.CacheSalt = ev.Stored.CacheSalt
+			}
+			if err := idx.Store(h, ns, ev.Stored); err != nil {
+				k.stats.RejectedEvents++
+				k.s.badRecord("index_rejected", p, offset, fmt.Errorf("engine %q rank %d: %w", rec.engine, rec.rank, err))
+				continue
+			}
+			k.stats.BlocksStored += int64(len(ev.Stored.BlockHashes))
+		case kvevents.KindBlockRemoved:
+			idx.Remove(h, ev.Removed)
+			k.stats.BlocksRemoved += int64(len(ev.Removed.BlockHashes))
+		case kvevents.KindAllBlocksCleared:
+			idx.Clear(h)
+			k.stats.Cleared++
+			k.setUncertain(hk, st, false)
+		}
+	}
+}

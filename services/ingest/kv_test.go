@@ -1,0 +1,275 @@
+package ingest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/vmihailenco/msgpack/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+func newTestKV(t testing.TB, cfg KVConfig) (*KVIngester, *fakeIndex, *slots.Table, *prometheus.Registry) {
+	t.Helper()
+	st := slots.NewTable()
+	idx := newFakeIndex(st)
+	reg := prometheus.NewRegistry()
+	if cfg.Brokers == nil {
+		cfg.Brokers = []string{"127.0.0.1:1"}
+	}
+	k, err := NewKVIngester(testLogger(t), cfg, idx, st, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, idx, st, reg
+}
+
+// feed applies records as if read from partition 0 at consecutive offsets.
+func feed(t testing.TB, k *KVIngester, recs ...*kgo.Record) {
+	t.Helper()
+	lag := k.s.m.lag.WithLabelValues("0")
+	for _, r := range recs {
+		msg := kafka.Message{Key: r.Key, Value: r.Value, Offset: k.s.next[0], Time: time.Now()}
+		for _, h := range r.Headers {
+			msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+		}
+		k.s.handle(0, &msg, lag)
+	}
+}
+
+func TestKVEpochSeq(t *testing.T) {
+	type step struct {
+		batch         *sluicev1.KvEventBatch
+		wantBlocks    int
+		wantUncertain bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		skip  map[string]float64
+	}{
+		{"in order", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 0, 1, 2, 200, 3), 5, false},
+			{removed("e", 0, 1, 3, 100), 4, false},
+		}, nil},
+		{"duplicate skipped", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{removed("e", 0, 1, 2, 100, 101), 0, false},
+			{stored("e", 0, 1, 1, 100, 2), 0, false},
+			{removed("e", 0, 1, 2, 100, 101), 0, false},
+		}, map[string]float64{"duplicate": 2}},
+		{"older epoch ignored", []step{
+			{stored("e", 0, 2, 1, 100, 2), 2, false},
+			{stored("e", 0, 1, 9, 300, 2), 2, false},
+		}, map[string]float64{"stale_epoch": 1}},
+		{"new epoch clears holder", []step{
+			{stored("e", 0, 1, 5, 100, 2), 2, false},
+			{stored("e", 0, 2, 1, 300, 1), 1, false},
+		}, nil},
+		{"gap marks uncertain until clear", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 0, 1, 3, 200, 1), 3, true},
+			{stored("e", 0, 1, 4, 300, 1), 4, true},
+			{cleared("e", 0, 1, 5), 0, false},
+		}, nil},
+		{"gap cleared by new epoch", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 0, 1, 7, 200, 1), 3, true},
+			{stored("e", 0, 2, 1, 300, 1), 1, false},
+		}, nil},
+		{"ranks are independent", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 1, 1, 1, 100, 2), 4, false},
+			{stored("e", 1, 2, 1, 500, 1), 3, false},
+			{stored("e", 0, 1, 2, 600, 1), 4, false},
+		}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k, idx, _, _ := newTestKV(t, KVConfig{})
+			for i, s := range tc.steps {
+				feed(t, k, kvProto(t, s.batch))
+				if got := idx.count(); got != s.wantBlocks {
+					t.Errorf("step %d: blocks = %d, want %d", i, got, s.wantBlocks)
+				}
+				if got := k.Uncertain("e"); got != s.wantUncertain {
+					t.Errorf("step %d: Uncertain = %v, want %v", i, got, s.wantUncertain)
+				}
+			}
+			for reason, want := range tc.skip {
+				if got := testutil.ToFloat64(k.s.m.skipped.WithLabelValues(reason)); got != want {
+					t.Errorf("skipped{%s} = %v, want %v", reason, got, want)
+				}
+			}
+		})
+	}
+}
+
+func vllmBatch(t testing.TB, rank int, hashes []uint64, tokens []uint32) []byte {
+	t.Helper()
+	events := []any{[]any{"BlockStored", hashes, nil, tokens, len(tokens) / len(hashes), nil, "GPU"}}
+	b, err := msgpack.Marshal([]any{float64(time.Now().UnixNano()) / 1e9, events, rank})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func msgpackRecord(engine string, epoch, seq string, value []byte) *kgo.Record {
+	h := []kgo.RecordHeader{{Key: HeaderFormat, Value: []byte(FormatVLLMMsgpack)}, {Key: HeaderModel, Value: []byte("m")}}
+	if epoch != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderEpoch, Value: []byte(epoch)})
+	}
+	if seq != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderSeq, Value: []byte(seq)})
+	}
+	return &kgo.Record{Key: []byte(engine), Value: value, Headers: h}
+}
+
+func TestKVBadRecords(t *testing.T) {
+	k, idx, _, reg := newTestKV(t, KVConfig{})
+	toks := make([]uint32, 32)
+	good := vllmBatch(t, 0, []uint64{1 << 63, 7}, toks)
+	mismatch := stored("e", 0, 1, 3, 10, 2)
+	mismatch.Events[0].GetBlockStored().TokenIds = mismatch.Events[0].GetBlockStored().TokenIds[:5]
+	feed(t, k,
+		&kgo.Record{Key: []byte("e"), Value: []byte{0xff, 0x01, 0x02}}, // malformed protobuf
+		kvProto(t, stored("e", 0, 1, 1, 100, 2)),
+		msgpackRecord("e", "1", "2", []byte{0xc1}), // malformed msgpack (and seq 2 stays unused)
+		msgpackRecord("e", "", "2", good),          // missing epoch
+		msgpackRecord("e", "1", "x", good),         // bad seq
+		&kgo.Record{Key: []byte("e"), Value: good, Headers: []kgo.RecordHeader{{Key: HeaderFormat, Value: []byte("json")}}},
+		kvProto(t, &sluicev1.KvEventBatch{EngineId: "other", Model: "m"}), // key mismatch once re-keyed below
+		kvProto(t, mismatch),
+		msgpackRecord("e", "1", "4", good),
+	)
+	// key mismatch: key differs from engine_id
+	rec := kvProto(t, stored("x", 0, 1, 1, 1, 1))
+	rec.Key = []byte("y")
+	feed(t, k, rec)
+	if got, want := idx.count(), 4; got != want {
+		t.Errorf("blocks = %d, want %d (2 from proto, 2 from the last msgpack record)", got, want)
+	}
+	for kind, want := range map[string]float64{
+		"malformed_protobuf": 1, "malformed_msgpack": 1, "missing_header": 1, "bad_header": 1,
+		"unknown_format": 1, "token_count_mismatch": 1, "key_mismatch": 1,
+	} {
+		if got := testutil.ToFloat64(k.s.m.bad.WithLabelValues(kind)); got != want {
+			t.Errorf("bad{%s} = %v, want %v", kind, got, want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "sluice_ingest_records_total"); err != nil || n != 1 {
+		t.Errorf("records_total series = %d, %v", n, err)
+	}
+	if !k.Uncertain("e") {
+		t.Errorf("Uncertain(e) = false after seq 1 -> 4 (gap), want true")
+	}
+}
+
+// TestKfakeEndToEnd runs both ingesters against the in-process broker.
+func TestKfakeEndToEnd(t *testing.T) {
+	loadTopic, kvTopic := topicName(t, "load"), topicName(t, "kv")
+	brokers := devBroker(t, loadTopic, kvTopic)
+	st := slots.NewTable()
+	reg := prometheus.NewRegistry()
+	tbl, err := loadtable.New(st, loadtable.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load, err := NewLoadIngester(testLogger(t), fastConfig(brokers, loadTopic), tbl, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := newFakeIndex(st)
+	kv, err := NewKVIngester(testLogger(t), KVConfig{Config: fastConfig(brokers, kvTopic)}, idx, st, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := load.Healthy(); err == nil {
+		t.Errorf("Healthy before Run = nil, want an error")
+	}
+	runBG(t, load.Run)
+	runBG(t, kv.Run)
+
+	lp, kp := producer(t, brokers, loadTopic), producer(t, brokers, kvTopic)
+	now := time.Now()
+	for i := range 8 {
+		id := "engine-" + string(rune('a'+i))
+		produce(t, lp, loadProto(t, &sluicev1.LoadReport{EngineId: id, Epoch: 1, Seq: 1, CapturedAt: timestamppb.New(now),
+			RunningRequests: int64(i), KvCapacityTokens: 1000,
+			Native: &sluicev1.NativeLoad{MaxRunningRequests: 10}}))
+		produce(t, kp, kvProto(t, stored(id, 0, 1, 1, uint64(i)*1000, 3)))
+	}
+	produce(t, lp, &kgo.Record{Key: []byte("bad"), Value: []byte("not a protobuf \xff\xff")})
+	produce(t, lp, loadProto(t, &sluicev1.LoadReport{EngineId: "late", Epoch: 1, Seq: 1, CapturedAt: timestamppb.New(now)}))
+	produce(t, kp, msgpackRecord("engine-a", "1", "2", vllmBatch(t, 0, []uint64{1 << 40, 1<<40 + 1}, make([]uint32, 32))))
+
+	waitFor(t, 20*time.Second, "all load reports", func() bool { return len(tbl.Engines()) == 9 })
+	waitFor(t, 20*time.Second, "all KV blocks", func() bool { return idx.count() == 26 })
+	s, _ := st.Lookup("engine-c")
+	if v, ok := tbl.Snapshot().View(s); !ok || v.Running != 2 || !v.Native {
+		t.Errorf("engine-c view = %+v, %v; want running 2, native", v, ok)
+	}
+	if got := testutil.ToFloat64(load.s.m.bad.WithLabelValues("malformed_protobuf")); got != 1 {
+		t.Errorf("load bad{malformed_protobuf} = %v, want 1", got)
+	}
+	if err := kv.Healthy(); err != nil {
+		t.Errorf("Healthy = %v", err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gather: %v", err)
+	}
+}
+
+func TestLoadUnknownEngineCap(t *testing.T) {
+	st := slots.NewTable()
+	tbl, _ := loadtable.New(st, loadtable.Config{})
+	cfg := Config{Brokers: []string{"x:1"}, MaxUnknownEngines: 2}
+	l, err := NewLoadIngester(testLogger(t), cfg, tbl, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := l.s.m.lag.WithLabelValues("0")
+	for i, id := range []string{"a", "b", "c", "a"} {
+		v, _ := proto.Marshal(&sluicev1.LoadReport{EngineId: id, Epoch: 1, Seq: uint64(i + 1), CapturedAt: timestamppb.Now()})
+		l.s.handle(0, &kafka.Message{Key: []byte(id), Value: v, Offset: int64(i)}, lag)
+	}
+	if got := tbl.Engines(); len(got) != 2 {
+		t.Errorf("engines = %v, want [a b]", got)
+	}
+	if got := testutil.ToFloat64(l.s.m.bad.WithLabelValues("unknown_engine_cap")); got != 1 {
+		t.Errorf("bad{unknown_engine_cap} = %v, want 1", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	err := Config{MinBytes: 10, MaxBytes: 5, MaxWait: -1}.Validate()
+	if err == nil {
+		t.Fatal("Validate = nil, want errors")
+	}
+	for _, want := range []string{"Brokers", "MinBytes 10 > MaxBytes 5", "MaxWait"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("Validate() = %q, want it to mention %q", err, want)
+		}
+	}
+	_ = context.Background
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,565 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Snapshot defaults.
+const (
+	DefaultSnapshotInterval = 30 * time.Second
+	DefaultSnapshotKeep     = 2
+)
+
+// SnapshotConfig configures periodic snapshots of the ingested tables.
+type SnapshotConfig struct {
+	// Dir holds the snapshot files; required. It is created if missing.
+	Dir string
+	// Interval is the time between two snapshots; one more is written on
+	// shutdown. Zero selects DefaultSnapshotInterval.
+	Interval time.Duration
+	// Keep is how many snapshot files are kept, newest first; a corrupt
+	// newest file falls back to the next. Zero selects DefaultSnapshotKeep.
+	Keep int
+}
+
+// Validate reports every invalid field with the fix, or nil.
+func (c SnapshotConfig) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("ingest: SnapshotConfig.Dir: empty; set a directory for snapshot files"))
+	}
+	if c.Interval < 0 {
+		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Interval %v: must be >= 0 (0 selects %v)", c.Interval, DefaultSnapshotInterval))
+	}
+	if c.Keep < 0 {
+		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Keep %d: must be >= 0 (0 selects %d)", c.Keep, DefaultSnapshotKeep))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrCorruptSnapshot marks a snapshot file that fails its checksum, has an
+// unknown version or does not parse; it is skipped, never trusted.
+var ErrCorruptSnapshot = errors.New("corrupt ingest snapshot")
+
+// Snapshot file layout (version 1), all integers big-endian:
+//
+//	magic "SLUICESNAP" | u32 version
+//	section*           | u8 name length, name, chunk* (u32 n, n bytes), u32 0
+//	u8 0               | end of sections
+//	u32 CRC-32C        | of every byte before it
+//
+// Sections: "load" (loadtable snapshot), "kvindex" (KV index snapshot), then
+// "meta" (JSON snapshotMeta: the offsets the tables cover and the KV epoch
+// and seq state). Chunking lets large sections stream without knowing their
+// length in advance.
+const (
+	snapshotMagic   = "SLUICESNAP"
+	snapshotVersion = 1
+	snapshotPrefix  = "ingest-"
+	snapshotSuffix  = ".snap"
+	maxChunk        = 1 << 20
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+type snapshotMeta struct {
+	Created time.Time   `json:"created"`
+	Load    *streamMeta `json:"load,omitempty"`
+	KV      *streamMeta `json:"kv,omitempty"`
+}
+
+type streamMeta struct {
+	Topic   string          `json:"topic"`
+	Offsets map[int]int64   `json:"offsets"`
+	Holders []holderPersist `json:"holders,omitempty"`
+}
+
+type holderPersist struct {
+	Engine string `json:"engine"`
+	Rank   int32  `json:"rank"`
+	holderState
+}
+
+// Snapshotter writes the load table, the KV index and the offsets they
+// cover to one file periodically and on shutdown, and restores the newest
+// valid file on start.
+type Snapshotter struct {
+	logger    *slog.Logger
+	cfg       SnapshotConfig
+	load      *LoadIngester
+	kv        *KVIngester
+	readIndex IndexReader
+	now       func() time.Time
+
+	written  prometheus.Counter
+	failed   prometheus.Counter
+	corrupt  prometheus.Counter
+	lastOK   prometheus.Gauge
+	duration prometheus.Observer
+}
+
+// NewSnapshotter returns a snapshotter for the given ingesters (either may
+// be nil, not both). readIndex rebuilds a KV index from its snapshot section;
+// it is required when kv is not nil. It starts no goroutines.
+func NewSnapshotter(logger *slog.Logger, cfg SnapshotConfig, load *LoadIngester, kv *KVIngester, readIndex IndexReader, reg prometheus.Registerer) (*Snapshotter, error) {
+	if logger == nil || reg == nil || (load == nil && kv == nil) || (kv != nil && readIndex == nil) {
+		return nil, errors.New("ingest: NewSnapshotter: nil logger or registerer, no ingester, or a KV ingester without readIndex")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultSnapshotInterval
+	}
+	if cfg.Keep == 0 {
+		cfg.Keep = DefaultSnapshotKeep
+	}
+	s := &Snapshotter{logger: logger, cfg: cfg, load: load, kv: kv, readIndex: readIndex, now: time.Now,
+		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_written_total", Help: "Snapshot files written."}),
+		failed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshot_failures_total", Help: "Snapshot writes that failed."}),
+		corrupt:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_corrupt_total", Help: "Snapshot files skipped on restore because they are corrupt or unusable."}),
+		lastOK:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_ingest_snapshot_last_success_timestamp_seconds", Help: "Unix time of the last snapshot written."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_ingest_snapshot_write_seconds", Help: "Time to write one snapshot file.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+	}
+	for _, c := range []prometheus.Collector{s.written, s.failed, s.corrupt, s.lastOK, s.duration.(prometheus.Collector)} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("ingest: register snapshot metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Run writes a snapshot every Interval until ctx ends, then writes a last
+// one and returns ctx's error (or the last write's error). A failed periodic
+// write is logged and counted; the next tick tries again.
+func (s *Snapshotter) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if _, err := s.Write(); err != nil {
+				return fmt.Errorf("ingest: snapshot on shutdown: %w", err)
+			}
+			return ctx.Err()
+		case <-t.C:
+			if _, err := s.Write(); err != nil {
+				s.logger.Error("snapshot failed; retrying at the next interval", "dir", s.cfg.Dir, "error", err)
+			}
+		}
+	}
+}
+
+// Write captures the tables with their offsets (pausing each stream while
+// its part is captured) into a new snapshot file, atomically, and deletes
+// all but the newest Keep files. It returns the file's path.
+func (s *Snapshotter) Write() (path string, err error) {
+	t0 := time.Now()
+	defer func() {
+		if err != nil {
+			s.failed.Inc()
+			return
+		}
+		s.written.Inc()
+		s.lastOK.SetToCurrentTime()
+		s.duration.Observe(time.Since(t0).Seconds())
+	}()
+	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		return "", fmt.Errorf("create snapshot dir: %w", err)
+	}
+	f, err := os.CreateTemp(s.cfg.Dir, ".ingest-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("create snapshot file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	w := newSnapWriter(f)
+	meta := snapshotMeta{Created: s.now().UTC()}
+	if s.load != nil {
+		offs, err := s.load.s.capture(func() error {
+			return w.section("load", s.load.writeState)
+		})
+		if err != nil {
+			return "", fmt.Errorf("snapshot load table: %w", err)
+		}
+		meta.Load = &streamMeta{Topic: s.load.s.cfg.Topic, Offsets: offs}
+	}
+	if s.kv != nil {
+		var holders []holderPersist
+		offs, err := s.kv.s.capture(func() error {
+			holders = make([]holderPersist, 0, len(s.kv.holders))
+			for hk, st := range s.kv.holders {
+				holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
+			}
+			return w.section("kvindex", func(w io.Writer) error { return s.kv.Index().WriteSnapshot(w, s.kv.slots) })
+		})
+		if err != nil {
+			return "", fmt.Errorf("snapshot kv index: %w", err)
+		}
+		meta.KV = &streamMeta{Topic: s.kv.s.cfg.Topic, Offsets: offs, Holders: holders}
+	}
+	if err := w.section("meta", func(w io.Writer) error { return json.NewEncoder(w).Encode(&meta) }); err != nil {
+		return "", fmt.Errorf("snapshot meta: %w", err)
+	}
+	if err := w.finish(); err != nil {
+		return "", fmt.Errorf("write snapshot: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("sync snapshot: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("close snapshot: %w", err)
+	}
+	path = filepath.Join(s.cfg.Dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, meta.Created.UnixNano(), snapshotSuffix))
+	if err := os.Rename(f.Name(), path); err != nil {
+		return "", fmt.Errorf("rename snapshot: %w", err)
+	}
+	if d, err := os.Open(s.cfg.Dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	files, _ := s.files()
+	for _, old := range files[min(len(files), s.cfg.Keep):] {
+		if err := os.Remove(old); err != nil {
+			s.logger.Warn("cannot remove old snapshot", "path", old, "error", err)
+		}
+	}
+	s.logger.Debug("snapshot written", "path", path, "took", time.Since(t0))
+	return path, nil
+}
+
+// files lists the snapshot files, newest first.
+func (s *Snapshotter) files() ([]string, error) {
+	ents, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && strings.HasPrefix(n, snapshotPrefix) && strings.HasSuffix(n, snapshotSuffix) {
+			out = append(out, filepath.Join(s.cfg.Dir, n))
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out, nil
+}
+
+// RestoreInfo says what Restore restored.
+type RestoreInfo struct {
+	// Path is the snapshot restored, or "" when none was usable (the
+	// ingesters then replay from the earliest retained offsets).
+	Path string
+	// Created is when it was written.
+	Created time.Time
+	// Skipped lists corrupt or unusable files, newest first.
+	Skipped []string
+}
+
+// Restore loads the newest valid snapshot into the ingesters: the load
+// table's contents, the KV index (replaced by the one readIndex builds; wire
+// KVIngester.Index() after Restore), the KV epoch/seq state, and each
+// stream's next offsets. Corrupt files are logged, counted and skipped. It
+// must be called before the ingesters' Run. It fails only when the directory
+// cannot be read; no usable snapshot is not an error.
+func (s *Snapshotter) Restore() (RestoreInfo, error) {
+	var info RestoreInfo
+	files, err := s.files()
+	if errors.Is(err, os.ErrNotExist) {
+		return info, nil
+	}
+	if err != nil {
+		return info, fmt.Errorf("ingest: list snapshots: %w", err)
+	}
+	for _, path := range files {
+		created, err := s.restoreFile(path)
+		if err != nil {
+			s.corrupt.Inc()
+			info.Skipped = append(info.Skipped, path)
+			s.logger.Error("skipping unusable snapshot", "path", path, "error", err)
+			continue
+		}
+		info.Path, info.Created = path, created
+		s.logger.Info("restored snapshot", "path", path, "created", created)
+		return info, nil
+	}
+	return info, nil
+}
+
+func (s *Snapshotter) restoreFile(path string) (time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	if err := verifyChecksum(f); err != nil {
+		return time.Time{}, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return time.Time{}, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	if err := readHeader(r); err != nil {
+		return time.Time{}, err
+	}
+	var (
+		loadState []byte
+		index     KVIndex
+		meta      snapshotMeta
+		haveMeta  bool
+	)
+	for {
+		name, sec, err := nextSection(r)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if name == "" {
+			break
+		}
+		switch name {
+		case "load":
+			loadState, err = io.ReadAll(sec)
+		case "kvindex":
+			if s.kv != nil {
+				index, err = s.readIndex(sec)
+			}
+		case "meta":
+			err = json.NewDecoder(sec).Decode(&meta)
+			haveMeta = err == nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: section %q: %v", ErrCorruptSnapshot, name, err)
+		}
+		if _, err := io.Copy(io.Discard, sec); err != nil {
+			return time.Time{}, fmt.Errorf("%w: section %q: %v", ErrCorruptSnapshot, name, err)
+		}
+	}
+	if !haveMeta {
+		return time.Time{}, fmt.Errorf("%w: no meta section", ErrCorruptSnapshot)
+	}
+	if s.load != nil {
+		if meta.Load == nil || loadState == nil {
+			return time.Time{}, errors.New("snapshot has no load table")
+		}
+		if meta.Load.Topic != s.load.s.cfg.Topic {
+			return time.Time{}, fmt.Errorf("snapshot covers load topic %q, not %q", meta.Load.Topic, s.load.s.cfg.Topic)
+		}
+	}
+	if s.kv != nil {
+		if meta.KV == nil || index == nil {
+			return time.Time{}, errors.New("snapshot has no KV index")
+		}
+		if meta.KV.Topic != s.kv.s.cfg.Topic {
+			return time.Time{}, fmt.Errorf("snapshot covers KV topic %q, not %q", meta.KV.Topic, s.kv.s.cfg.Topic)
+		}
+	}
+	// Everything parsed: apply.
+	if s.load != nil {
+		if err := s.load.readState(bytes.NewReader(loadState)); err != nil {
+			return time.Time{}, err
+		}
+		s.load.s.setOffsets(meta.Load.Offsets)
+	}
+	if s.kv != nil {
+		s.kv.restore(index, meta.KV.Holders)
+		s.kv.s.setOffsets(meta.KV.Offsets)
+	}
+	return meta.Created, nil
+}
+
+// restore installs a restored index and epoch/seq state; before Run.
+func (k *KVIngester) restore(index KVIndex, holders []holderPersist) {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	k.index.Store(&indexBox{index})
+	for hk, st := range k.holders {
+		k.setUncertain(hk, st, false)
+	}
+	clear(k.holders)
+	for _, hp := range holders {
+		hk := holderKey{hp.Engine, hp.Rank}
+		st := &holderState{Epoch: hp.Epoch, Seq: hp.Seq}
+		k.holders[hk] = st
+		k.setUncertain(hk, st, hp.Uncertain)
+	}
+}
+
+// snapWriter writes the snapshot layout, checksumming every byte.
+type snapWriter struct {
+	bw  *bufio.Writer
+	crc hash.Hash32
+	w   io.Writer // bw and crc
+	err error
+}
+
+func newSnapWriter(f io.Writer) *snapWriter {
+	sw := &snapWriter{bw: bufio.NewWriterSize(f, 1<<20), crc: crc32.New(crcTable)}
+	sw.w = io.MultiWriter(sw.bw, sw.crc)
+	sw.write([]byte(snapshotMagic))
+	sw.write(binary.BigEndian.AppendUint32(nil, snapshotVersion))
+	return sw
+}
+
+func (sw *snapWriter) write(b []byte) {
+	if sw.err == nil {
+		_, sw.err = sw.w.Write(b)
+	}
+}
+
+// section writes one named section whose body fn produces.
+func (sw *snapWriter) section(name string, fn func(io.Writer) error) error {
+	sw.write([]byte{byte(len(name))})
+	sw.write([]byte(name))
+	cw := &chunkWriter{sw: sw, buf: make([]byte, 0, 64<<10)}
+	if err := fn(cw); err != nil {
+		return err
+	}
+	cw.flush()
+	sw.write([]byte{0, 0, 0, 0})
+	return sw.err
+}
+
+func (sw *snapWriter) finish() error {
+	sw.write([]byte{0})
+	if sw.err != nil {
+		return sw.err
+	}
+	if _, err := sw.bw.Write(binary.BigEndian.AppendUint32(nil, sw.crc.Sum32())); err != nil {
+		return err
+	}
+	return sw.bw.Flush()
+}
+
+// chunkWriter frames a section body into length-prefixed chunks.
+type chunkWriter struct {
+	sw  *snapWriter
+	buf []byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(cap(c.buf)-len(c.buf), len(p))
+		c.buf = append(c.buf, p[:k]...)
+		p = p[k:]
+		if len(c.buf) == cap(c.buf) {
+			c.flush()
+		}
+	}
+	return n, c.sw.err
+}
+
+func (c *chunkWriter) flush() {
+	if len(c.buf) == 0 {
+		return
+	}
+	c.sw.write(binary.BigEndian.AppendUint32(nil, uint32(len(c.buf))))
+	c.sw.write(c.buf)
+	c.buf = c.buf[:0]
+}
+
+// verifyChecksum reads f to the end and compares the trailing CRC-32C.
+func verifyChecksum(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	if size < int64(len(snapshotMagic))+4+1+4 {
+		return fmt.Errorf("%w: %d bytes is too short", ErrCorruptSnapshot, size)
+	}
+	crc := crc32.New(crcTable)
+	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-4)); err != nil {
+		return err
+	}
+	var tail [4]byte
+	if _, err := f.ReadAt(tail[:], size-4); err != nil {
+		return err
+	}
+	if got, want := crc.Sum32(), binary.BigEndian.Uint32(tail[:]); got != want {
+		return fmt.Errorf("%w: checksum %08x, file says %08x", ErrCorruptSnapshot, got, want)
+	}
+	return nil
+}
+
+func readHeader(r *bufio.Reader) error {
+	var hdr [len(snapshotMagic) + 4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+	}
+	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
+		return fmt.Errorf("%w: not a sluice ingest snapshot", ErrCorruptSnapshot)
+	}
+	if v := binary.BigEndian.Uint32(hdr[len(snapshotMagic):]); v != snapshotVersion {
+		return fmt.Errorf("%w: version %d, this build reads %d", ErrCorruptSnapshot, v, snapshotVersion)
+	}
+	return nil
+}
+
+// nextSection returns the next section's name and body, or "" at the end.
+func nextSection(r *bufio.Reader) (string, io.Reader, error) {
+	n, err := r.ReadByte()
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	if n == 0 {
+		return "", nil, nil
+	}
+	name := make([]byte, n)
+	if _, err := io.ReadFull(r, name); err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	return string(name), &chunkReader{r: r}, nil
+}
+
+// chunkReader reads a chunked section body up to its terminating chunk.
+type chunkReader struct {
+	r    *bufio.Reader
+	left int
+	done bool
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for c.left == 0 {
+		if c.done {
+			return 0, io.EOF
+		}
+		var l [4]byte
+		if _, err := io.ReadFull(c.r, l[:]); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, io.ErrUnexpectedEOF)
+		}
+		n := binary.BigEndian.Uint32(l[:])
+		if n > maxChunk {
+			return 0, fmt.Errorf("%w: chunk of %d bytes", ErrCorruptSnapshot, n)
+		}
+		c.left = int(n)
+		c.done = n == 0
+	}
+	n, err := c.r.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}

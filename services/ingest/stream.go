@@ -1,0 +1,318 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// ErrNotRunning is returned by Healthy before Run starts and after it returns.
+var ErrNotRunning = errors.New("ingest: not running")
+
+// stream is the consumer machinery one component is built on: it discovers
+// the topic's partitions, runs one kafka-go partition reader per partition
+// (no consumer group), and applies every record once, in partition order,
+// under one writer lock shared with snapshot capture.
+type stream struct {
+	logger *slog.Logger
+	cfg    Config
+	name   string
+	m      *metrics
+	bad    *badLog
+	// apply decodes and applies one record. It is called with mu held and
+	// must not block on I/O.
+	apply func(p int, msg *kafka.Message)
+	// applied, when set (benchmarks), is called after each record applies.
+	applied func(msg *kafka.Message)
+
+	mu   sync.Mutex
+	next map[int]int64 // partition -> next offset to apply; absent = from the earliest retained
+
+	running      atomic.Bool
+	lastRecord   atomic.Int64 // Kafka timestamp (Unix ns) of the last record applied
+	failingSince atomic.Int64 // Unix ns of the first failure since the last success; 0 when fine
+	partitions   atomic.Int32 // partitions being consumed
+}
+
+func newStream(logger *slog.Logger, cfg Config, name string, reg prometheus.Registerer) (*stream, error) {
+	s := &stream{logger: logger, cfg: cfg, name: name, next: map[int]int64{}}
+	m, err := newMetrics(reg, name, s.lastRecordTime)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: register %s metrics: %w", name, err)
+	}
+	s.m = m
+	s.bad = newBadLog(logger, name, cfg.BadLogInterval)
+	return s, nil
+}
+
+func (s *stream) lastRecordTime() time.Time {
+	if n := s.lastRecord.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// badRecord counts and (rate-limited) logs one bad record or event.
+func (s *stream) badRecord(kind string, p int, offset int64, err error) {
+	s.m.bad.WithLabelValues(kind).Inc()
+	s.bad.record(kind, p, offset, err)
+}
+
+// setOffsets sets where each partition starts: the next offset to read. It
+// must be called before run.
+func (s *stream) setOffsets(next map[int]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = maps.Clone(next)
+	if s.next == nil {
+		s.next = map[int]int64{}
+	}
+}
+
+// offsets returns a copy of the next offset per partition applied so far.
+func (s *stream) offsets() map[int]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.next)
+}
+
+// capture runs fn with application paused and returns the offsets that the
+// state fn sees covers: the next offset to read per partition.
+func (s *stream) capture(fn func() error) (map[int]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := fn(); err != nil {
+		return nil, err
+	}
+	return maps.Clone(s.next), nil
+}
+
+// handle applies msg unless its offset was applied already (a refetch after
+// a reconnect), and advances the partition's next offset.
+func (s *stream) handle(p int, msg *kafka.Message, lag prometheus.Gauge) {
+	s.m.records.Inc()
+	s.m.bytes.Add(float64(len(msg.Value)))
+	s.mu.Lock()
+	if next, ok := s.next[p]; ok && next >= 0 && msg.Offset < next {
+		s.mu.Unlock()
+		return
+	}
+	t0 := time.Now()
+	if len(msg.Value) > s.cfg.MaxRecordBytes {
+		s.badRecord("absurd_size", p, msg.Offset, fmt.Errorf("record value of %d bytes exceeds MaxRecordBytes %d", len(msg.Value), s.cfg.MaxRecordBytes))
+	} else {
+		s.apply(p, msg)
+	}
+	s.next[p] = msg.Offset + 1
+	s.mu.Unlock()
+	s.m.apply.Observe(time.Since(t0).Seconds())
+	if !msg.Time.IsZero() {
+		s.lastRecord.Store(msg.Time.UnixNano())
+	}
+	lag.Set(float64(max(msg.HighWaterMark-msg.Offset-1, 0)))
+	if s.applied != nil {
+		s.applied(msg)
+	}
+}
+
+func (s *stream) ok()   { s.failingSince.Store(0) }
+func (s *stream) fail() { s.failingSince.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// healthy reports ErrNotRunning, or an error when the stream has been unable
+// to reach the brokers for longer than UnhealthyAfter.
+func (s *stream) healthy() error {
+	if !s.running.Load() {
+		return fmt.Errorf("%s: %w", s.name, ErrNotRunning)
+	}
+	if since := s.failingSince.Load(); since != 0 {
+		if d := time.Since(time.Unix(0, since)); d > s.cfg.UnhealthyAfter {
+			return fmt.Errorf("ingest %s: cannot read topic %q from %v for %v", s.name, s.cfg.Topic, s.cfg.Brokers, d.Round(time.Second))
+		}
+	}
+	return nil
+}
+
+func (s *stream) client() *kafka.Client {
+	return &kafka.Client{
+		Addr:    kafka.TCP(s.cfg.Brokers...),
+		Timeout: s.cfg.DialTimeout + s.cfg.MaxWait,
+		Transport: &kafka.Transport{
+			ClientID:    s.cfg.ClientID,
+			DialTimeout: s.cfg.DialTimeout,
+			MetadataTTL: time.Second,
+		},
+	}
+}
+
+// listPartitions returns the topic's partition ids, sorted.
+func (s *stream) listPartitions(ctx context.Context, c *kafka.Client) ([]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout+s.cfg.MaxWait)
+	defer cancel()
+	resp, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.cfg.Topic}})
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %q: %w", s.cfg.Topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Name != s.cfg.Topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("list partitions of %q: %w", s.cfg.Topic, t.Error)
+		}
+		ids := make([]int, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			ids = append(ids, p.ID)
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
+	return nil, fmt.Errorf("list partitions of %q: topic not in metadata response", s.cfg.Topic)
+}
+
+// run consumes every partition until ctx ends, picking up new partitions
+// every PartitionRefresh. Broker errors never end it: they are logged,
+// backed off and retried. It returns ctx's error once every reader stopped.
+func (s *stream) run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("ingest %s: Run called twice", s.name)
+	}
+	defer s.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		s.partitions.Store(0)
+	}()
+	c := s.client()
+	defer c.Transport.(*kafka.Transport).CloseIdleConnections()
+	started := map[int]bool{}
+	backoff := s.cfg.RetryBackoff
+	for {
+		wait := s.cfg.PartitionRefresh
+		ids, err := s.listPartitions(ctx, c)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			s.fail()
+			s.logger.Warn("cannot list partitions; retrying", "stream", s.name, "topic", s.cfg.Topic, "backoff", backoff, "error", err)
+			wait, backoff = backoff, min(backoff*2, s.cfg.MaxRetryBackoff)
+		default:
+			s.ok()
+			backoff = s.cfg.RetryBackoff
+			for _, p := range ids {
+				if started[p] {
+					continue
+				}
+				started[p] = true
+				s.partitions.Add(1)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.consume(ctx, p, -1)
+				}()
+			}
+			if len(ids) == 0 {
+				wait = min(wait, s.cfg.RetryBackoff)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// drain consumes each partition in until from its next offset up to (not
+// including) until[p], then returns; partitions already there are skipped.
+func (s *stream) drain(ctx context.Context, until map[int]int64) error {
+	var wg sync.WaitGroup
+	for p, end := range until {
+		s.mu.Lock()
+		next, ok := s.next[p]
+		s.mu.Unlock()
+		if ok && next >= end {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.consume(ctx, p, end)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// consume reads partition p from its next offset until ctx ends, or, when
+// until >= 0, until the next offset reaches until. A failing reader is
+// closed and reopened at the next unapplied offset after a backoff, so
+// nothing is skipped or applied twice.
+func (s *stream) consume(ctx context.Context, p int, until int64) {
+	lag := s.m.lag.WithLabelValues(strconv.Itoa(p))
+	backoff := s.cfg.RetryBackoff
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		start, ok := s.next[p]
+		s.mu.Unlock()
+		if !ok || start < 0 {
+			start = kafka.FirstOffset
+		}
+		if until >= 0 && start >= until {
+			return
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers:     s.cfg.Brokers,
+			Topic:       s.cfg.Topic,
+			Partition:   p,
+			MinBytes:    s.cfg.MinBytes,
+			MaxBytes:    s.cfg.MaxBytes,
+			MaxWait:     s.cfg.MaxWait,
+			StartOffset: kafka.FirstOffset,
+			Dialer:      &kafka.Dialer{ClientID: s.cfg.ClientID, Timeout: s.cfg.DialTimeout, DualStack: true},
+			ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
+				s.logger.Debug("kafka reader: "+fmt.Sprintf(format, args...), "stream", s.name, "partition", p)
+			}),
+		})
+		err := r.SetOffset(start)
+		for err == nil {
+			var msg kafka.Message
+			msg, err = r.FetchMessage(ctx)
+			if err != nil {
+				break
+			}
+			s.ok()
+			backoff = s.cfg.RetryBackoff
+			s.handle(p, &msg, lag)
+			if until >= 0 && msg.Offset+1 >= until {
+				_ = r.Close()
+				return
+			}
+		}
+		_ = r.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		s.fail()
+		s.logger.Warn("partition reader failed; reopening", "stream", s.name, "topic", s.cfg.Topic,
+			"partition", p, "backoff", backoff, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
+	}
+}
