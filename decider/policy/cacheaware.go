@@ -127,7 +127,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 	for _, h := range open {
 		if limit := p.limits.Check(h.o.metrics()); limit != "" {
 			rejections = append(rejections, Rejection{EngineID: h.w.ID, Limit: limit})
-			req.Trace.noteHolder(h, req.InputTokens, limit, "holder")
+			req.Trace.noteHolder(h, req.InputTokens, limit, "holder", p.residency())
 			continue
 		}
 		admitted = append(admitted, h)
@@ -150,10 +150,10 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 					if h.gated && reason != ReasonSaturationPin {
 						note = "holder, queue-gated"
 					}
-					req.Trace.noteHolder(h, req.InputTokens, "", note)
+					req.Trace.noteHolder(h, req.InputTokens, "", note, p.residency())
 				}
 			}
-			req.Trace.noteHolder(chosen, req.InputTokens, "", "selected holder")
+			req.Trace.noteHolder(chosen, req.InputTokens, "", "selected holder", p.residency())
 			if req.Trace.Detail == "" {
 				req.Trace.setDetail(detail)
 			}
@@ -178,10 +178,10 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 			}
 			req.Trace.setDetail("saturation pin: no engine below the floor")
 			if limit := p.limits.Check(pin.o.metrics()); limit != "" {
-				req.Trace.noteHolder(pin, req.InputTokens, limit, "saturation pin")
+				req.Trace.noteHolder(pin, req.InputTokens, limit, "saturation pin", p.residency())
 				return Pick{}, &RejectedError{Rejections: append(rejections, Rejection{EngineID: pin.w.ID, Limit: limit}), Exhausted: true}
 			}
-			req.Trace.noteHolder(pin, req.InputTokens, "", "saturation pin")
+			req.Trace.noteHolder(pin, req.InputTokens, "", "saturation pin", p.residency())
 			return Pick{Worker: pin.w, Reason: ReasonSaturationPin}, nil
 		}
 	}
@@ -210,6 +210,12 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 		req.Trace.setDetail(fmt.Sprintf("prefix %s: power-of-%d over %d engines passing the queue gate", res.Status, p.s.MissChoices, len(pool)))
 	}
 	return admitSelected(p.limits, engines[best], obs[best], &req, ReasonNoCacheCandidate)
+}
+
+// residency returns the source's residency checker, if it has one.
+func (p *CacheAware) residency() ResidencyChecker {
+	rc, _ := p.source.(ResidencyChecker)
+	return rc
 }
 
 // queued reports whether an engine reads a fresh waiting count at or above limit (0 = gate off).

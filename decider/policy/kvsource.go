@@ -10,9 +10,26 @@ import (
 // current. Requests carry no LoRA or cache salt, so lookups use the model's base namespace.
 type LocalIndex struct {
 	Index *kvindex.Index
+	// Uncertain, when set, reports engines whose KV residency is uncertain (a gap in their
+	// event sequence); explain output flags their matches.
+	Uncertain func(engineID string) bool
 }
 
-var _ PrefixSource = LocalIndex{}
+// ResidencyUncertain implements ResidencyChecker.
+func (l LocalIndex) ResidencyUncertain(engineID string) bool {
+	return l.Uncertain != nil && l.Uncertain(engineID)
+}
+
+var (
+	_ PrefixSource     = LocalIndex{}
+	_ ResidencyChecker = LocalIndex{}
+)
+
+// ResidencyChecker is implemented by prefix sources that know when an engine's residency data is
+// incomplete; cache-aware explain output marks such engines.
+type ResidencyChecker interface {
+	ResidencyUncertain(engineID string) bool
+}
 
 // LookupPrefix implements PrefixSource; the local index is always available.
 func (l LocalIndex) LookupPrefix(_ context.Context, model string, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error) {

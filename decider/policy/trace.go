@@ -49,10 +49,14 @@ func (t *Trace) note(w *registry.Worker, o observation, rejection, note string) 
 	t.Candidates = append(t.Candidates, c)
 }
 
-// noteHolder appends a prefix holder with its matched and uncached tokens.
-func (t *Trace) noteHolder(h holder, input int64, rejection, note string) {
+// noteHolder appends a prefix holder with its matched and uncached tokens; rc, when set, flags
+// holders whose residency is uncertain.
+func (t *Trace) noteHolder(h holder, input int64, rejection, note string, rc ResidencyChecker) {
 	if t == nil {
 		return
+	}
+	if rc != nil && rc.ResidencyUncertain(h.w.ID) {
+		note += ", residency uncertain (KV event gap)"
 	}
 	t.note(h.w, h.o, rejection, note)
 	c := &t.Candidates[len(t.Candidates)-1]

@@ -57,6 +57,8 @@ type Config struct {
 	Health enginehealth.Config
 	// AffinitySweep is how often idle session and sticky bindings are dropped.
 	AffinitySweep time.Duration
+	// Ingest configures Kafka ingestion of load reports and KV events.
+	Ingest IngestConfig
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -64,6 +66,8 @@ func DefaultConfig() Config {
 	return Config{
 		Health:          enginehealth.DefaultConfig(),
 		AffinitySweep:   time.Minute,
+		Ingest: IngestConfig{LoadTopic: "sluice.engine-load.v1", KVTopic: "sluice.kv-events.v1",
+			SnapshotInterval: 30 * time.Second},
 		GRPCAddr:        ":7070",
 		HTTPAddr:        ":7080",
 		ConfigPoll:      2 * time.Second,
@@ -85,6 +89,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Health.ProbeSuccesses, "probe-successes", c.Health.ProbeSuccesses, "consecutive good probes that make it healthy again")
 	fs.IntVar(&c.Health.BreakerFailures, "breaker-failures", c.Health.BreakerFailures, "consecutive dispatch failures (reported through Release) that open an engine's circuit breaker; 0 disables")
 	fs.DurationVar(&c.Health.BreakerCoolDown, "breaker-cool-down", c.Health.BreakerCoolDown, "how long an open breaker keeps the engine out before one trial dispatch")
+	c.Ingest.registerFlags(fs)
 	fs.DurationVar(&c.AffinitySweep, "affinity-sweep", c.AffinitySweep, "how often idle session/sticky bindings are dropped")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "native gRPC listen address")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address: Connect, gRPC-Web, REST, /metrics, /healthz")

@@ -53,6 +53,7 @@ type Server struct {
 
 	affinity     *affinity.Store
 	engineHealth *enginehealth.Tracker
+	ingestion    *ingestion // nil without -kafka-brokers
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -98,13 +99,21 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	in, err := newIngestion(logger, cfg.Ingest, st, load, reg, promReg)
+	if err != nil {
+		return nil, err
+	}
+	reg.OnRemove(func(w *registry.Worker) { load.RemoveEngine(w.ID) })
 	deps := policy.Deps{Load: load, InFlight: leases, Affinity: aff}
+	if in != nil {
+		deps.Prefix = in.prefixSource()
+	}
 	d, err := decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
-		affinity: aff, engineHealth: healthTracker}
+		affinity: aff, engineHealth: healthTracker, ingestion: in}
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
@@ -238,6 +247,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return ignoreCancel(s.leases.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.affinity.Run(gctx)) })
 	g.Go(func() error { return s.engineHealth.Run(gctx) })
+	if s.ingestion != nil {
+		s.ingestion.run(gctx, g)
+	}
 	g.Go(func() error { return s.watchConfig(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()

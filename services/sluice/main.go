@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/internal/flagenv"
 	"github.com/sluicehq/sluice/services/simengine"
 )
@@ -29,6 +30,7 @@ var commands = []struct {
 }{
 	{"decider", "run the decider: Decide/Release over gRPC, Connect and REST", runDecider},
 	{"ctl", "operate a decider: apply/validate/diff configuration, get, versions, rollback", runCtl},
+	{"gateway", "run the HTTP gateway: OpenAI/SGLang routes decided by a decider, plus its REST API", runGateway},
 	{"simengine", "run a simulated inference engine (OpenAI/SGLang HTTP API, Kafka load and KV events)", runSimengine},
 }
 
@@ -114,6 +116,27 @@ func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	srv, err := decider.New(logger, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+func runGateway(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := gateway.DefaultConfig()
+	cfg.RegisterFlags(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.New(logger, cfg)
 	if err != nil {
 		return err
 	}

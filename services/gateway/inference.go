@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+)
+
+// inference serves one OpenAI/SGLang route: read and check the body, prepare the routing facts
+// once, then decide-and-forward (retried once on another engine when one fails before the
+// first byte).
+func (s *Server) inference(route string) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			s.metrics.requests.WithLabelValues(route, statusLabel(sw.code())).Inc()
+			if !sw.firstByte.IsZero() {
+				s.metrics.ttfb.WithLabelValues(route).Observe(sw.firstByte.Sub(start).Seconds())
+			}
+		}()
+		requestID := r.Header.Get("X-Request-Id")
+		if requestID == "" {
+			requestID = newRequestID()
+		}
+		sw.Header().Set("X-Request-Id", requestID)
+
+		raw, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeAPIError(sw, apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+					message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)})
+				return
+			}
+			writeAPIError(sw, apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
+				message: "could not read the request body: " + err.Error()})
+			return
+		}
+		f, err := parseFacts(route, raw)
+		if err == nil {
+			var req *sluicev1.DecideRequest
+			if req, err = s.decideRequest(r.Context(), f, r.Header, requestID); err == nil {
+				s.dispatch(r, sw, route, f, raw, req)
+				return
+			}
+		}
+		var re *requestError
+		if errors.As(err, &re) {
+			writeAPIError(sw, apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: re.param, code: re.code, message: re.msg})
+			return
+		}
+		writeAPIError(sw, apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error", message: err.Error()})
+	}
+}
+
+// decideRequest turns a request's facts and headers into a DecideRequest.
+func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, requestID string) (*sluicev1.DecideRequest, error) {
+	t := f.known
+	if t == nil {
+		counted := s.countTokens(ctx, f)
+		t = &counted
+	}
+	peak, err := expectedPeak(t.count, f.maxOut, s.cfg.DefaultMaxTokens, f.batch)
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.DecideRequest{
+		Model:              f.model,
+		InputTokens:        t.count,
+		ExpectedPeakTokens: peak,
+		TokenIds:           t.ids,
+		SessionKey:         h.Get(s.sessionHeader),
+		RoutingKey:         h.Get(s.routingHeader),
+		RequestId:          requestID,
+	}, nil
+}
+
+// countTokens runs the configured tokenizer; a batch is counted prompt by prompt without ids.
+// When the tokenizer fails the request is counted by the estimate rather than refused: routing
+// on an approximate count beats not serving.
+func (s *Server) countTokens(ctx context.Context, f *facts) tokens {
+	count := func(p prompt) tokens {
+		t, err := s.tokenizer.tokenize(ctx, p)
+		if err != nil {
+			s.metrics.tokenizerFallbacks.Inc()
+			s.logger.Debug("tokenizer failed; estimating", slog.String("model", p.model), slog.Any("error", err))
+			t, _ = estimator{}.tokenize(ctx, p)
+		}
+		return t
+	}
+	if f.batch <= 1 || f.prompt.messages != nil {
+		return count(f.prompt)
+	}
+	var total int64
+	for _, text := range f.prompt.texts {
+		total += count(prompt{model: f.model, texts: []string{text}}).count
+	}
+	return tokens{count: total}
+}
+
+// dispatch decides and forwards, retrying once on a new decision that excludes a failed engine
+// when the failure happened before the client got anything. Every lease is released.
+func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *facts, raw []byte, req *sluicev1.DecideRequest) {
+	var prior *attemptResult
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+		// The decision must not be lost to a client that leaves mid-call: its lease is
+		// released below like any other.
+		dec, err := s.decider.Decide(context.WithoutCancel(r.Context()), req)
+		s.metrics.decide.Observe(time.Since(t0).Seconds())
+		if err != nil {
+			if r.Context().Err() != nil {
+				return
+			}
+			e := decideError(err, s.cfg.RetryAfter)
+			if prior != nil {
+				e.message = fmt.Sprintf("%v; no other engine: %s", prior.err, e.message)
+			}
+			writeAPIError(sw, e)
+			return
+		}
+		last := attempt > 1 || !s.cfg.RetryOnEngineFailure
+		res := s.forward(r, sw, route, f, raw, dec, last)
+		s.release(dec.GetLeaseId(), req.GetRequestId(), res)
+		if !res.retry || last {
+			return
+		}
+		s.metrics.retries.Inc()
+		s.logger.Debug("engine failed before the first byte; retrying on another", slog.String("request_id", req.GetRequestId()),
+			slog.Any("engine_ids", res.failed), slog.Any("error", res.err))
+		req.ExcludeEngineIds = append(req.ExcludeEngineIds, res.failed...)
+		prior = &res
+	}
+}
+
+// release closes a lease with the attempt's outcome, on its own short deadline so that a
+// cancelled request still releases.
+func (s *Server) release(leaseID, requestID string, res attemptResult) {
+	if leaseID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReleaseTimeout)
+	defer cancel()
+	var failed []string
+	if res.outcome == sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE {
+		failed = res.failed
+	}
+	if _, err := s.decider.Release(ctx, leaseID, res.outcome, failed...); err != nil {
+		s.logger.Warn("release failed; the lease will expire by TTL", slog.String("lease_id", leaseID),
+			slog.String("request_id", requestID), slog.Any("error", err))
+	}
+}
+
+// statusWriter records the status answered and when the first body byte was written; it
+// passes flushes through.
+type statusWriter struct {
+	http.ResponseWriter
+	status    int
+	firstByte time.Time
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if len(b) > 0 && w.firstByte.IsZero() {
+		w.firstByte = time.Now()
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush sends buffered bytes to the client.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return 499 // the client left before any answer
+	}
+	return w.status
+}
+
+func statusLabel(code int) string { return strconv.Itoa(code) }
+
+func newRequestID() string {
+	return strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16)
+}

@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus collectors.
+type metrics struct {
+	requests           *prometheus.CounterVec
+	upstream           *prometheus.HistogramVec
+	ttfb               *prometheus.HistogramVec
+	decide             prometheus.Histogram
+	retries            prometheus.Counter
+	tokenizerFallbacks prometheus.Counter
+}
+
+// latencyBuckets span a sub-millisecond proxy hop to multi-minute generations.
+var latencyBuckets = []float64{1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_requests_total",
+			Help: "Requests on the OpenAI/SGLang routes by route and HTTP status answered.",
+		}, []string{"route", "status"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_gateway_upstream_seconds",
+			Help:    "Time from sending a request to an engine until its response ended (the decode engine's for PD).",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_gateway_ttfb_seconds",
+			Help:    "Time from receiving a request until the first response body byte was written to the client.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		decide: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_gateway_decide_seconds",
+			Help:    "Decide call latency as the gateway sees it, transport included.",
+			Buckets: []float64{5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1},
+		}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_retries_total",
+			Help: "Requests retried on a new decision after their engine failed before the first byte.",
+		}),
+		tokenizerFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_tokenizer_fallbacks_total",
+			Help: "Requests counted by the bytes/4 estimate because the configured tokenizer failed.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.upstream, m.ttfb, m.decide, m.retries, m.tokenizerFallbacks)
+	return m
+}

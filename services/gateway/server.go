@@ -1,0 +1,234 @@
+// Package gateway is sluice's HTTP gateway: an OpenAI-compatible front door (chat and text
+// completions, SGLang's /generate, /v1/models) that prepares each request's routing facts,
+// asks a decider which engine (or prefill + decode pair) serves it, forwards the body there,
+// relays the answer (streaming chunk by chunk) and releases the decision's lease. It also
+// serves the decider's REST mapping (DeciderService and AdminService) by proxying to the
+// decider over gRPC, all on one grpc-gateway runtime.ServeMux.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/clients/go/deciderclient"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+)
+
+// Server is one gateway process (or an embedded gateway in dev mode).
+type Server struct {
+	logger    *slog.Logger
+	cfg       Config
+	conn      *grpc.ClientConn
+	decider   *deciderclient.Client
+	admin     sluicev1.AdminServiceClient
+	tokenizer tokenizer
+	engines   *http.Client
+	metrics   *metrics
+
+	sessionHeader, routingHeader string
+
+	lis        net.Listener
+	httpServer *http.Server
+	draining   atomic.Bool
+	// inflight counts inference handlers, so Run closes the decider connection only after
+	// their leases were released.
+	inflight sync.WaitGroup
+}
+
+// New validates cfg, builds the decider connection (gRPC connects lazily, on first use), the
+// tokenizer (an hf: tokenizer.json is loaded now) and the routes, and binds the listener, so
+// Addr is valid on return. It starts no goroutines: Run does.
+func New(logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(cfg.DeciderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("-decider-addr %s: %w", cfg.DeciderAddr, err)
+	}
+	s := &Server{logger: logger, cfg: cfg, conn: conn,
+		admin:         sluicev1.NewAdminServiceClient(conn),
+		engines:       &http.Client{Transport: newEngineTransport()},
+		sessionHeader: canonicalHeader(cfg.SessionHeader), routingHeader: canonicalHeader(cfg.RoutingHeader)}
+	opts := []deciderclient.Option{deciderclient.WithTimeout(cfg.DecideTimeout)}
+	if cfg.DeciderToken != "" {
+		opts = append(opts, deciderclient.WithToken(cfg.DeciderToken))
+	}
+	s.decider = deciderclient.New(conn, opts...)
+	if s.tokenizer, err = s.newTokenizer(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = newMetrics(promReg)
+
+	mux := runtime.NewServeMux()
+	ctx := context.Background()
+	if err := sluicev1.RegisterDeciderServiceHandlerClient(ctx, mux, sluicev1.NewDeciderServiceClient(conn)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := sluicev1.RegisterAdminServiceHandlerClient(ctx, mux, s.admin); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	routes := []struct {
+		method, path string
+		h            runtime.HandlerFunc
+	}{
+		{http.MethodPost, routeChat, s.inference(routeChat)},
+		{http.MethodPost, routeCompletions, s.inference(routeCompletions)},
+		{http.MethodPost, routeGenerate, s.inference(routeGenerate)},
+		{http.MethodGet, routeModels, s.listModels},
+		{http.MethodGet, "/metrics", handler(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))},
+		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request, _ map[string]string) { _, _ = w.Write([]byte("ok\n")) }},
+		{http.MethodGet, "/readyz", s.ready},
+	}
+	for _, r := range routes {
+		if err := mux.HandlePath(r.method, r.path, r.h); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("route %s %s: %w", r.method, r.path, err)
+		}
+	}
+	s.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("-addr %s: %w", cfg.Addr, err)
+	}
+	return s, nil
+}
+
+func (s *Server) newTokenizer() (tokenizer, error) {
+	mode, err := parseTokenizerMode(s.cfg.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	switch mode.kind {
+	case TokenizerEngine:
+		return newEngineTokenizer(s.engines, s.cfg.TokenizerURL, adminLister{s}, s.cfg.TokenizerTimeout), nil
+	case "hf":
+		return loadHFTokenizer(mode.path)
+	}
+	return estimator{}, nil
+}
+
+// newEngineTransport is tuned for many concurrent requests to a few engines: large idle pools
+// per host, no transparent compression (bodies are relayed byte for byte).
+func newEngineTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.DisableCompression = true
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+func handler(h http.Handler) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ map[string]string) { h.ServeHTTP(w, r) }
+}
+
+// Addr is the bound HTTP address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request, _ map[string]string) {
+	if s.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
+// the listener stops accepting, in-flight requests (streams included) finish or are cut at the
+// deadline, and the decider connection closes last so their leases are still released.
+func (s *Server) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.httpServer.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		return s.shutdown()
+	})
+	s.logger.Info("gateway serving", slog.String("addr", s.Addr()), slog.String("decider_addr", s.cfg.DeciderAddr),
+		slog.String("tokenizer", s.cfg.Tokenizer))
+	err := g.Wait()
+	s.waitHandlers()
+	s.engines.CloseIdleConnections()
+	if cerr := s.conn.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close decider connection: %w", cerr)
+	}
+	return err
+}
+
+func (s *Server) shutdown() error {
+	s.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.httpServer.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.logger.Warn("gateway drain deadline reached; closing remaining connections")
+		err = s.httpServer.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	s.logger.Info("gateway stopped")
+	return nil
+}
+
+// waitHandlers waits for inference handlers cut by a forced close to release their leases,
+// at most ReleaseTimeout (Release itself is bounded by it).
+func (s *Server) waitHandlers() {
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(s.cfg.ReleaseTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.logger.Warn("gateway stopped with requests still releasing their leases")
+	}
+}
+
+// deciderCtx adds the gateway's decider token to the gateway's own AdminService calls.
+func (s *Server) deciderCtx(ctx context.Context) context.Context {
+	if s.cfg.DeciderToken == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.cfg.DeciderToken)
+}
+
+// adminLister lists engines with the gateway's decider token.
+type adminLister struct{ s *Server }
+
+var _ engineLister = adminLister{}
+
+func (a adminLister) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest, opts ...grpc.CallOption) (*sluicev1.ListEnginesResponse, error) {
+	return a.s.admin.ListEngines(a.s.deciderCtx(ctx), in, opts...)
+}
