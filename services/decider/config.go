@@ -64,8 +64,8 @@ type Config struct {
 // DefaultConfig returns the defaults every flag starts from.
 func DefaultConfig() Config {
 	return Config{
-		Health:          enginehealth.DefaultConfig(),
-		AffinitySweep:   time.Minute,
+		Health:        enginehealth.DefaultConfig(),
+		AffinitySweep: time.Minute,
 		Ingest: IngestConfig{LoadTopic: "sluice.engine-load.v1", KVTopic: "sluice.kv-events.v1",
 			SnapshotInterval: 30 * time.Second},
 		GRPCAddr:        ":7070",
