@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/devstack"
 	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/internal/flagenv"
 	"github.com/sluicehq/sluice/services/simengine"
@@ -24,12 +25,17 @@ import (
 
 const envPrefix = "SLUICE_"
 
+// stdout receives command output (replaced in tests).
+var stdout io.Writer = os.Stdout
+
 var commands = []struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stderr io.Writer) error
 }{
+	{"dev", "run the whole stack in one process on embedded defaults (Kafka, decider, gateway, simulated engines)", runDev},
 	{"decider", "run the decider: Decide/Release over gRPC, Connect and REST", runDecider},
 	{"ctl", "operate a decider: apply/validate/diff configuration, get, versions, rollback", runCtl},
+	{"replay", "replay a Kafka topic into a fresh KV index or load table and print what it built", runReplay},
 	{"gateway", "run the HTTP gateway: OpenAI/SGLang routes decided by a decider, plus its REST API", runGateway},
 	{"simengine", "run a simulated inference engine (OpenAI/SGLang HTTP API, Kafka load and KV events)", runSimengine},
 }
@@ -170,4 +176,29 @@ func runCtl(ctx context.Context, args []string, stderr io.Writer) error {
 		os.Exit(code)
 	}
 	return nil
+}
+
+func runDev(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := devstack.DefaultConfig()
+	fs.StringVar(&cfg.GatewayAddr, "gateway-addr", cfg.GatewayAddr, "gateway listen address (OpenAI routes and REST)")
+	fs.StringVar(&cfg.DeciderGRPCAddr, "grpc-addr", cfg.DeciderGRPCAddr, "decider gRPC listen address")
+	fs.StringVar(&cfg.DeciderHTTPAddr, "http-addr", cfg.DeciderHTTPAddr, "decider HTTP listen address (Connect, REST, metrics)")
+	fs.IntVar(&cfg.PlainEngines, "plain-engines", cfg.PlainEngines, "simulated plain engines (model sim-chat)")
+	fs.IntVar(&cfg.PDPairs, "pd-pairs", cfg.PDPairs, "simulated prefill + decode pairs (model sim-pd)")
+	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated engine speed factor (10 = ten times faster than the latency model)")
+	fs.StringVar(&cfg.ConfigPath, "config", cfg.ConfigPath, "bucket configuration to use instead of the generated one")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "keep the generated configuration and snapshots here (default: a temporary directory)")
+	lf := logFlags{level: "warn", format: "text"}
+	fs.StringVar(&lf.level, "log-level", lf.level, "log level: debug, info, warn, error")
+	fs.StringVar(&lf.format, "log-format", lf.format, "log format: json or text")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	return devstack.Run(ctx, logger, cfg, stdout)
 }
