@@ -179,7 +179,11 @@ func ReadSnapshot(r io.Reader, cfg Config, names *slots.Table) (*Index, error) {
 			hs.id = Holder{Engine: names.Intern(id), Rank: int32(s.u32())}
 			hs.live = true
 			hs.blockSize = int(s.u32())
-			for range s.count(1<<31, "refs") {
+			nrefs := s.count(1<<31, "refs")
+			// Size the map once: refs arrive in the writer's slot order, and inserting them into a
+			// growing table with the same hash clusters them into quadratic probing.
+			hs.refs.reserve(min(nrefs, 1<<26))
+			for range nrefs {
 				k, v := s.u64(), s.u64()
 				if s.err != nil {
 					break

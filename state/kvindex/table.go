@@ -139,6 +139,17 @@ func (m *refMap) put(k, v uint64) {
 	m.n++
 }
 
+// reserve grows the table once so n entries fit below the load factor.
+func (m *refMap) reserve(n int) {
+	size := 16
+	for size*7 < (n+1)*8 {
+		size *= 2
+	}
+	if size > len(m.keys) {
+		m.resize(size)
+	}
+}
+
 func (m *refMap) resize(size int) {
 	oldK, oldV := m.keys, m.vals
 	m.keys, m.vals = make([]uint64, size), make([]uint64, size)
