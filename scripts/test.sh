@@ -4,7 +4,7 @@
 # (success, failure or Ctrl-C). CI runs it through .ci/run.
 #
 # Usage:
-#   scripts/test.sh                        go vet + go test -race ./... + make check-generate
+#   scripts/test.sh                        go vet + go test -race ./... + make check-generate + make lint
 #   scripts/test.sh -run Foo ./state/...   your go test flags and packages instead of ./...
 #                                          (./... is appended when no package is named)
 #
@@ -15,6 +15,8 @@
 #                              Refused when CI is set: in CI a missing service is a failure.
 #   SLUICE_CACHE               cache dir for the broker jars (default ~/.cache/sluice)
 #   SLUICE_TEST_KEEP=1         keep the services' temp dir (logs, data) after the run
+#   SLUICE_TEST_RACE=0         run go test without -race (benchmarks against the real broker;
+#                              refused in CI)
 #
 # Tests read the services through internal/testenv. Tests that stop and restart a
 # service (testenv.StopKafka, ...) must be named TestOutage*: they are skipped in
@@ -134,8 +136,13 @@ fi
 # --- tests -----------------------------------------------------------------------------
 STEP="go test"
 unset SLUICE_TEST_OUTAGE
-log "go test -race -count=1 -p 2 -timeout 30m ${TEST_ARGS[*]}"
-go test -race -count=1 -p 2 -timeout 30m "${TEST_ARGS[@]}"
+RACE=(-race)
+if [[ "${SLUICE_TEST_RACE:-1}" == 0 ]]; then
+  [[ -z "${CI:-}" ]] || die "SLUICE_TEST_RACE=0 is for benchmarks on a developer machine; CI always runs -race"
+  RACE=()
+fi
+log "go test ${RACE[*]} -count=1 -p 2 -timeout 30m ${TEST_ARGS[*]}"
+go test "${RACE[@]}" -count=1 -p 2 -timeout 30m "${TEST_ARGS[@]}"
 DONE+=("tests")
 
 # Outage phase: packages holding TestOutage* tests, serially, with only those tests.
@@ -167,5 +174,13 @@ if [[ -f Makefile ]] && grep -qE '^check-generate:' Makefile; then
   else
     log "skipping make check-generate (packages named; SLUICE_TEST_CHECK_GENERATE=1 forces it)"
   fi
+fi
+
+# --- lint: formatting, import direction (depguard), vet-like checks ------------------
+STEP="make lint"
+if ((FULL_RUN)) && [[ -f Makefile ]] && grep -qE '^lint:' Makefile; then
+  log "make lint"
+  make lint
+  DONE+=("lint")
 fi
 STEP="done"

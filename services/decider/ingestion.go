@@ -121,8 +121,3 @@ func (in *ingestion) run(ctx context.Context, g *errgroup.Group) {
 		g.Go(func() error { return ignoreCancel(in.snaps.Run(ctx)) })
 	}
 }
-
-// healthy reports the consumers' health for readiness.
-func (in *ingestion) healthy() error {
-	return errors.Join(in.load.Healthy(), in.kv.Healthy())
-}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,7 +200,7 @@ func TestOutageKafkaRestart(t *testing.T) {
 		t.Errorf("Healthy after restart = %v", err)
 	}
 	cancel()
-	if err := <-runErr; err != context.Canceled {
+	if err := <-runErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 }

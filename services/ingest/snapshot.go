@@ -349,10 +349,10 @@ func (s *Snapshotter) restoreFile(path string) (time.Time, error) {
 			haveMeta = err == nil
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("%w: section %q: %v", ErrCorruptSnapshot, name, err)
+			return time.Time{}, fmt.Errorf("%w: section %q: %w", ErrCorruptSnapshot, name, err)
 		}
 		if _, err := io.Copy(io.Discard, sec); err != nil {
-			return time.Time{}, fmt.Errorf("%w: section %q: %v", ErrCorruptSnapshot, name, err)
+			return time.Time{}, fmt.Errorf("%w: section %q: %w", ErrCorruptSnapshot, name, err)
 		}
 	}
 	if !haveMeta {
@@ -506,7 +506,7 @@ func verifyChecksum(f *os.File) error {
 func readHeader(r *bufio.Reader) error {
 	var hdr [len(snapshotMagic) + 4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+		return fmt.Errorf("%w: header: %w", ErrCorruptSnapshot, err)
 	}
 	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
 		return fmt.Errorf("%w: not a sluice ingest snapshot", ErrCorruptSnapshot)
@@ -521,14 +521,14 @@ func readHeader(r *bufio.Reader) error {
 func nextSection(r *bufio.Reader) (string, io.Reader, error) {
 	n, err := r.ReadByte()
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
 	if n == 0 {
 		return "", nil, nil
 	}
 	name := make([]byte, n)
 	if _, err := io.ReadFull(r, name); err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
 	return string(name), &chunkReader{r: r}, nil
 }
@@ -547,7 +547,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 		}
 		var l [4]byte
 		if _, err := io.ReadFull(c.r, l[:]); err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, io.ErrUnexpectedEOF)
+			return 0, fmt.Errorf("%w: %w", ErrCorruptSnapshot, io.ErrUnexpectedEOF)
 		}
 		n := binary.BigEndian.Uint32(l[:])
 		if n > maxChunk {

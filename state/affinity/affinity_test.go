@@ -2,6 +2,7 @@ package affinity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,7 @@ func TestConcurrentFirstBindersConverge(t *testing.T) {
 func TestIdleExpiry(t *testing.T) {
 	s, c := newStore(t)
 	sc := Scope{Model: "m", Key: "k"}
-	s.Bind(sc, "", "a", 10*time.Second)
+	_, _, _ = s.Bind(sc, "", "a", 10*time.Second)
 	c.advance(9 * time.Second)
 	if _, ok := s.Get(sc); !ok {
 		t.Fatal("binding expired before its idle time")
@@ -114,7 +115,7 @@ func TestInvalidateEngine(t *testing.T) {
 		if i%2 == 1 {
 			engine = "b"
 		}
-		s.Bind(Scope{Model: "m", Key: fmt.Sprint(i)}, "", engine, time.Minute)
+		_, _, _ = s.Bind(Scope{Model: "m", Key: fmt.Sprint(i)}, "", engine, time.Minute)
 	}
 	if n := s.InvalidateEngine("a"); n != 5 || s.Len() != 5 {
 		t.Errorf("InvalidateEngine(a) = %d, Len %d; want 5, 5", n, s.Len())
@@ -129,8 +130,8 @@ func TestFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Bind(Scope{Key: "1"}, "", "a", time.Minute)
-	if _, _, err := s.Bind(Scope{Key: "2"}, "", "a", time.Minute); err != ErrFull {
+	_, _, _ = s.Bind(Scope{Key: "1"}, "", "a", time.Minute)
+	if _, _, err := s.Bind(Scope{Key: "2"}, "", "a", time.Minute); !errors.Is(err, ErrFull) {
 		t.Errorf("Bind beyond MaxBindings = %v, want ErrFull", err)
 	}
 }
@@ -140,7 +141,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Bind(Scope{Key: "x"}, "", "a", time.Nanosecond)
+	_, _, _ = s.Bind(Scope{Key: "x"}, "", "a", time.Nanosecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- s.Run(ctx) }()
@@ -149,7 +150,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	if err := <-done; err != context.Canceled || s.Len() != 0 {
+	if err := <-done; !errors.Is(err, context.Canceled) || s.Len() != 0 {
 		t.Errorf("Run = %v with %d bindings left; want Canceled and 0", err, s.Len())
 	}
 }
@@ -157,7 +158,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 func BenchmarkGet(b *testing.B) {
 	s, _ := newStore(b)
 	for i := range 100000 {
-		s.Bind(Scope{Model: "m", Bucket: "b", Stage: 1, Key: fmt.Sprint("session-", i)}, "", "e", time.Hour)
+		_, _, _ = s.Bind(Scope{Model: "m", Bucket: "b", Stage: 1, Key: fmt.Sprint("session-", i)}, "", "e", time.Hour)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -180,7 +181,7 @@ func BenchmarkBind(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			s.Bind(Scope{Model: "m", Bucket: "b", Stage: 1, Key: keys[i&(1<<16-1)]}, "", "e", time.Hour)
+			_, _, _ = s.Bind(Scope{Model: "m", Bucket: "b", Stage: 1, Key: keys[i&(1<<16-1)]}, "", "e", time.Hour)
 		}
 	})
 }

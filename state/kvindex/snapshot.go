@@ -35,7 +35,7 @@ type snapWriter struct {
 
 func (s *snapWriter) bytes(b []byte) {
 	s.crc = crc32.Update(s.crc, castagnoli, b)
-	s.w.Write(b) // errors surface at Flush
+	_, _ = s.w.Write(b) // a bufio.Writer keeps its first error; it surfaces at Flush
 }
 func (s *snapWriter) u32(v uint32) { binary.LittleEndian.PutUint32(s.buf[:4], v); s.bytes(s.buf[:4]) }
 func (s *snapWriter) u64(v uint64) { binary.LittleEndian.PutUint64(s.buf[:8], v); s.bytes(s.buf[:8]) }
@@ -102,7 +102,7 @@ func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
 	}
 	crc := s.crc
 	binary.LittleEndian.PutUint32(s.buf[:4], crc)
-	s.w.Write(s.buf[:4])
+	_, _ = s.w.Write(s.buf[:4]) // surfaces at Flush
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("write kv index snapshot: %w", err)
 	}
@@ -122,7 +122,7 @@ func (s *snapReader) fill(b []byte) {
 		return
 	}
 	if _, err := io.ReadFull(s.r, b); err != nil {
-		s.err = fmt.Errorf("%w: truncated (%v)", ErrCorruptSnapshot, err)
+		s.err = fmt.Errorf("%w: truncated (%w)", ErrCorruptSnapshot, err)
 		clear(b)
 		return
 	}

@@ -86,7 +86,7 @@ func (t *Table) ReadSnapshot(r io.Reader) error {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("%w: decode: %v", ErrSnapshot, err)
+		return fmt.Errorf("%w: decode: %w", ErrSnapshot, err)
 	}
 	if doc.Version != snapshotVersion {
 		return fmt.Errorf("%w: version %d, want %d", ErrSnapshot, doc.Version, snapshotVersion)

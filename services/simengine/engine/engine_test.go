@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -198,14 +199,14 @@ func TestQueueFIFOAndCancellation(t *testing.T) {
 		t.Errorf("load with a queue: %+v", l)
 	}
 	cancel2() // leaves the queue
-	if _, err := second.Result(); err != context.Canceled {
+	if _, err := second.Result(); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled queued run: err %v", err)
 	}
 	if l := e.Load(); l.Waiting != 1 || l.WaitingUncachedTokens != 8 {
 		t.Errorf("after cancelling a queued run: %+v", l)
 	}
 	cancel1() // frees the slot for the third
-	if _, err := first.Result(); err != context.Canceled {
+	if _, err := first.Result(); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled running run: err %v", err)
 	}
 	res, err := third.Result()
@@ -243,7 +244,7 @@ func TestDeterministicOutput(t *testing.T) {
 
 func TestSubmitErrors(t *testing.T) {
 	e, _, _ := newStepEngine(t, Config{})
-	if _, err := e.Submit(context.Background(), Request{}); err != ErrEmptyPrompt {
+	if _, err := e.Submit(context.Background(), Request{}); !errors.Is(err, ErrEmptyPrompt) {
 		t.Errorf("empty prompt: %v", err)
 	}
 	if _, err := e.Submit(context.Background(), Request{TokenIDs: []uint32{1}, MaxTokens: -1}); err == nil {
