@@ -76,7 +76,9 @@ func (x *explainer) stage(role registry.Role, g *EngineGroup, reg *registry.Snap
 		if w.Role != role || !slices.Contains(w.Models, model) || !g.member(w.ID) {
 			continue
 		}
-		if h, ok := reg.Health(w.ID); ok && !h.Healthy {
+		if w.Drained() {
+			st.Excluded = append(st.Excluded, policy.CandidateNote{EngineID: w.ID, Note: "drained"})
+		} else if h, ok := reg.Health(w.ID); ok && !h.Healthy {
 			st.Excluded = append(st.Excluded, policy.CandidateNote{EngineID: w.ID, Note: "unhealthy: " + h.Reason})
 		}
 	}

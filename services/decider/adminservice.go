@@ -22,8 +22,9 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// DrainedLabel marks an engine taken out of its groups by DrainEngine.
-const DrainedLabel = "sluice.dev/drained"
+// DrainedLabel marks an engine taken out of its groups by DrainEngine; the registry stops
+// offering it as a candidate.
+const DrainedLabel = registry.DrainedLabel
 
 // adminService serves AdminService: engines with health and load from this replica's tables,
 // and the configuration through the config store. Every write reads the document of the version

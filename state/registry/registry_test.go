@@ -601,3 +601,21 @@ func BenchmarkHealth(b *testing.B) {
 		}
 	}
 }
+
+func TestDrainedIsNotACandidate(t *testing.T) {
+	r := New(slots.NewTable())
+	err := r.Replace([]Worker{
+		{ID: "a", URL: "http://a.test", Models: []string{"m"}, Role: RolePlain},
+		{ID: "b", URL: "http://b.test", Models: []string{"m"}, Role: RolePlain, Labels: map[string]string{DrainedLabel: "true"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	if c := s.Candidates("m", RolePlain); len(c) != 1 || c[0].ID != "a" {
+		t.Errorf("Candidates = %v, want only a", c)
+	}
+	if _, ok := s.Get("b"); !ok || s.UnhealthyCount("m", RolePlain) != 0 {
+		t.Errorf("drained engine should stay registered and not count as unhealthy")
+	}
+}

@@ -50,6 +50,9 @@ func buildSnapshot(version uint64, workers []*Worker, health []Health) *Snapshot
 				s.models = append(s.models, m)
 			}
 			ri := &mi.roles[w.Role]
+			if w.Drained() {
+				continue // still registered (in-flight work finishes), never a new candidate
+			}
 			if health[i].Healthy {
 				ri.healthy = append(ri.healthy, w)
 			} else {

@@ -172,3 +172,10 @@ func validateSet(ws []*Worker) error {
 	}
 	return errors.Join(errs...)
 }
+
+// DrainedLabel marks an engine being drained: it stays registered so in-flight work finishes and
+// its health and load stay visible, but it is no longer a candidate for new requests.
+const DrainedLabel = "sluice.dev/drained"
+
+// Drained reports whether the engine carries DrainedLabel=true.
+func (w *Worker) Drained() bool { return w.Labels[DrainedLabel] == "true" }
