@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -54,6 +55,8 @@ type Server struct {
 	affinity     *affinity.Store
 	engineHealth *enginehealth.Tracker
 	ingestion    *ingestion // nil without -kafka-brokers
+	// configApplied is the unix nanos at which the configuration in force was applied.
+	configApplied atomic.Int64
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -117,6 +120,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
+	s.registerConfigMetrics(promReg)
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
@@ -194,7 +198,11 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 			return err
 		}
 	}
-	return s.decider.Apply(snap)
+	if err := s.decider.Apply(snap); err != nil {
+		return err
+	}
+	s.configApplied.Store(time.Now().UnixNano())
+	return nil
 }
 
 func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {

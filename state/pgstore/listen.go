@@ -25,6 +25,7 @@ func (s *Store) Run(ctx context.Context) error {
 	down := false
 	for {
 		connected, err := s.listen(ctx)
+		s.listening.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -36,6 +37,7 @@ func (s *Store) Run(ctx context.Context) error {
 				slog.Duration("retry_in", backoff), slog.Any("error", err))
 		}
 		down = true
+		s.reconnects.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -66,6 +68,7 @@ func (s *Store) listen(ctx context.Context) (connected bool, err error) {
 	if err := s.reload(ctx, conn); err != nil {
 		return false, err
 	}
+	s.listening.Store(true)
 	s.logger.Info("configuration listener connected", slog.String("channel", s.cfg.Channel),
 		slog.Int64("config_version", s.Current().Version))
 	for {
@@ -98,6 +101,7 @@ func (s *Store) reload(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	s.lastReload.Store(s.now().UnixNano())
 	if s.publish(snap) {
 		s.logger.Info("configuration reloaded", slog.Int64("config_version", snap.Version))
 	}

@@ -96,6 +96,9 @@ func TestReplicasReload(t *testing.T) {
 			t.Errorf("replica b rank = %d, want %d", b.Current().Document.Buckets[0].Rank, i+1)
 		}
 	}
+	if st := b.ListenerStats(); !st.Connected || st.LastReload.IsZero() {
+		t.Errorf("ListenerStats() = %+v, want connected with a reload time", st)
+	}
 }
 
 func TestTablesHoldTheCurrentDocument(t *testing.T) {

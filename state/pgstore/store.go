@@ -100,6 +100,28 @@ type Store struct {
 	nextSub int
 	initMu  sync.Mutex // serialises initialise
 	now     func() time.Time
+
+	// Listener state, exported through ListenerStats for metrics.
+	listening  atomic.Bool
+	reconnects atomic.Uint64
+	lastReload atomic.Int64 // unix nanos of the last successful load from the database
+}
+
+// ListenerStats describes the reload listener: whether it is connected, how often it had to
+// reconnect, and when it last loaded a version from the database.
+type ListenerStats struct {
+	Connected  bool
+	Reconnects uint64
+	LastReload time.Time
+}
+
+// ListenerStats returns the listener's current state.
+func (s *Store) ListenerStats() ListenerStats {
+	st := ListenerStats{Connected: s.listening.Load(), Reconnects: s.reconnects.Load()}
+	if n := s.lastReload.Load(); n > 0 {
+		st.LastReload = time.Unix(0, n)
+	}
+	return st
 }
 
 var _ config.Store = (*Store)(nil)
