@@ -61,7 +61,16 @@ kafka_provision() {
 }
 
 # kafka_cluster_id prints a random KRaft cluster id (16 random bytes, base64url, no padding).
-kafka_cluster_id() { head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22; }
+# Ids starting with '-' are drawn again: the storage tool's argument parser would read one as an
+# option (a 1-in-64 start-up failure).
+kafka_cluster_id() {
+  local id
+  while :; do
+    id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+    [[ "$id" == -* ]] || break
+  done
+  printf '%s\n' "$id"
+}
 
 # kafka_setup DIR: see the file comment.
 kafka_setup() {
