@@ -271,7 +271,7 @@ func runDiff(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(c.stdout, l)
 	}
 	fmt.Fprintf(c.stdout, "summary: %s\n", config.Summarize(remote, local))
-	return nil
+	return errDiffers
 }
 
 // lineDiff returns a and b merged by their longest common subsequence: kept lines start with

@@ -31,7 +31,13 @@ const (
 	ExitUsage    = 2
 	ExitInvalid  = 3
 	ExitConflict = 4
+	// ExitDiffers is diff's answer when the file differs from the configuration in force, so
+	// scripts can tell "changes pending" (5) from "no changes" (0) and from errors.
+	ExitDiffers = 5
 )
+
+// errDiffers is diff's result when differences were printed.
+var errDiffers = errors.New("differences found")
 
 // Environment variables read for --server and --token.
 const (
@@ -163,7 +169,7 @@ func (c *cli) usage() {
 		fmt.Fprintf(c.stderr, "  %-9s %-22s %s\n", cmd.name, cmd.args, cmd.summary)
 	}
 	fmt.Fprintln(c.stderr, "\nglobal flags: --server URL ($SLUICE_SERVER), --token T ($SLUICE_TOKEN), -o json|yaml, --grpc")
-	fmt.Fprintln(c.stderr, "exit codes: 0 ok, 1 error, 2 usage, 3 invalid configuration, 4 version conflict")
+	fmt.Fprintln(c.stderr, "exit codes: 0 ok, 1 error, 2 usage, 3 invalid configuration, 4 version conflict, 5 diff found differences")
 }
 
 func (c *cli) client() sluicev1connect.AdminServiceClient {
@@ -196,6 +202,9 @@ func (c *cli) client() sluicev1connect.AdminServiceClient {
 func (c *cli) exit(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	if errors.Is(err, errDiffers) {
+		return ExitDiffers
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {

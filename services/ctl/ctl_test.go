@@ -101,7 +101,7 @@ func TestRoundTrip(t *testing.T) {
 		out  string // substring of stdout, or of stderr when the code is not 0
 	}{
 		{"validate", []string{"validate", "-f", file}, ctl.ExitOK, "valid against version 1"},
-		{"diff before apply", []string{"diff", "-f", file}, ctl.ExitOK, "+   - id: short-context"},
+		{"diff before apply", []string{"diff", "-f", file}, ctl.ExitDiffers, "+   - id: short-context"},
 		{"apply", []string{"apply", "-f", file}, ctl.ExitOK, "applied version 2"},
 		{"diff after apply", []string{"diff", "-f", file}, ctl.ExitOK, "no differences from version 2"},
 		{"get buckets", []string{"get", "buckets"}, ctl.ExitOK, "short-context  10    0–4096        prefill load_based [P1,P2]; decode power_of_two [D1,D2]"},
