@@ -83,7 +83,7 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 // Run executes `sluice ctl` with args (after "ctl") and returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		c.usage()
 		if len(args) == 0 {
 			return ExitUsage

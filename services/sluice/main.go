@@ -72,7 +72,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery flag can also be set by environment: -grpc-addr is SLUICE_GRPC_ADDR.")
+	fmt.Fprintln(w, "\nEvery flag of the long-running commands can also be set by environment: -grpc-addr is\nSLUICE_GRPC_ADDR. ctl reads SLUICE_SERVER and SLUICE_TOKEN.")
 }
 
 // logFlags are shared by every long-running command.
@@ -103,7 +103,14 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 func parse(fs *flag.FlagSet, args []string) error {
 	flagenv.Usage(fs, envPrefix)
-	return flagenv.Parse(fs, envPrefix, args)
+	if err := flagenv.Parse(fs, envPrefix, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		// The flag package stops at the first non-flag; anything after it would be ignored.
+		return fmt.Errorf("%s: unexpected argument %q (flags must come before it; see -help)", fs.Name(), fs.Arg(0))
+	}
+	return nil
 }
 
 func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
