@@ -56,7 +56,7 @@ buckets:
     models: [m]
     groups:
       plain:
-        policy: {type: cache_aware, min_match_tokens: 256}
+        policy: {type: cache_aware, min_match_tokens: 256, miss_choices: 3}
 `
 	if err := os.WriteFile(cfgPath, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

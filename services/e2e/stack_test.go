@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/state/pgstore/pgtest"
+)
+
+// Tokens and timings of the stack.
+const (
+	adminToken  = "e2e-admin-token"
+	viewerToken = "e2e-viewer-token"
+	// speed divides every simulated engine duration: 50 turns 20 ms per output token into 0.4 ms.
+	speed = "50"
+	// startTimeout bounds each process's start-up.
+	startTimeout = 30 * time.Second
+	// kafkaPartitions matches the test broker's auto-created topics.
+	kafkaPartitions = 4
+)
+
+// Engine ids. Two plain engines serve models chat and chat-s (the first publishes KV events in
+// sluice's protobuf form, the second in vLLM's msgpack form); a prefill and a decode engine
+// serve model pd.
+const (
+	plainA  = "plain-a"
+	plainB  = "plain-b"
+	prefill = "prefill-1"
+	decode  = "decode-1"
+)
+
+// Models, one per bucket.
+const (
+	modelChat    = "chat"   // bucket chat: cache_aware, min_match_tokens 64
+	modelSession = "chat-s" // bucket sessions: session_aware
+	modelPD      = "pd"     // bucket pd: prefill + decode
+)
+
+// engine is one simengine the stack runs, restartable on the same ports.
+type engine struct {
+	id, model, role, kvFormat string
+	models                    []string // the models its worker entry lists
+	port, bootstrapPort       int
+	proc                      *process
+}
+
+func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.port) }
+
+// stack is the whole system as real processes: a decider on Postgres and Kafka, a gateway in
+// front of it, and four simengines publishing to Kafka.
+type stack struct {
+	procs *procs
+	dir   string
+
+	brokers            string
+	loadTopic, kvTopic string
+	dsn                string
+
+	deciderGRPC, deciderHTTP, gatewayAddr string
+	decider, gateway                      *process
+	engines                               map[string]*engine
+}
+
+// startStack builds sluice and starts every process, seeds the configuration through
+// `sluice ctl apply`, and returns once the decider lists all four engines as healthy with
+// load reports that came through Kafka.
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	brokers := testenv.KafkaBrokers(t)
+	dsn := pgtest.SchemaDSN(t) // its cleanup runs after the processes stopped
+	suffix := randomSuffix()
+	loadTopic, kvTopic := "e2e-load-"+suffix, "e2e-kv-"+suffix
+	createTopics(t, brokers, loadTopic, kvTopic) // deleted after the processes stop, like the schema
+	dir := t.TempDir()
+	bin := buildSluice(t, dir)
+	s := &stack{procs: newProcs(t, bin, dir), dir: dir, brokers: strings.Join(brokers, ","), dsn: dsn,
+		loadTopic: loadTopic, kvTopic: kvTopic}
+
+	ports := freePorts(t, 8)
+	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
+	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
+	s.gatewayAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+	s.engines = map[string]*engine{
+		plainA:  {id: plainA, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", kvFormat: "proto", port: ports[3]},
+		plainB:  {id: plainB, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", kvFormat: "vllm-msgpack", port: ports[4]},
+		prefill: {id: prefill, model: modelPD, models: []string{modelPD}, role: "prefill", kvFormat: "proto", port: ports[5], bootstrapPort: ports[6]},
+		decode:  {id: decode, model: modelPD, models: []string{modelPD}, role: "decode", kvFormat: "proto", port: ports[7]},
+	}
+
+	s.decider = s.procs.start(t, "decider",
+		"decider",
+		"-grpc-addr", s.deciderGRPC, "-http-addr", s.deciderHTTP,
+		"-postgres-dsn", dsn, "-config-snapshot", filepath.Join(dir, "last-known.json"),
+		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
+		// Probe once a second, two failures make an engine unhealthy: slow enough that the
+		// gateway's failure reports open the breaker first after a kill, fast enough for
+		// the test. One failed dispatch opens the breaker; it half-opens after a second.
+		"-probe-interval", "1s", "-probe-failures", "2", "-probe-successes", "1", "-probe-timeout", "500ms",
+		"-breaker-failures", "1", "-breaker-cool-down", "1s",
+		"-admin-token", adminToken, "-viewer-token", viewerToken,
+		// Long enough that no lease of the run expires: the drain check sees releases only.
+		"-lease-ttl", "10m",
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
+	s.applyConfig(t)
+
+	for _, id := range []string{plainA, plainB, prefill, decode} {
+		s.startEngine(t, s.engines[id])
+	}
+	s.gateway = s.procs.start(t, "gateway",
+		"gateway",
+		"-addr", s.gatewayAddr, "-decider-addr", s.deciderGRPC, "-decider-token", viewerToken,
+		"-tokenizer", "engine", "-session-header", "x-session-id",
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	s.waitHTTP(t, s.gateway, "http://"+s.gatewayAddr+"/healthz")
+
+	eventually(t, 30*time.Second, "every engine healthy with a load report from Kafka", func() (bool, string) {
+		engs := s.listEngines(t)
+		var missing []string
+		for id := range s.engines {
+			e, ok := engs[id]
+			switch {
+			case !ok:
+				missing = append(missing, id+": not registered")
+			case !e.GetHealthy():
+				missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
+			case !e.GetLoad().GetLoadKnown():
+				missing = append(missing, id+": no load report yet")
+			}
+		}
+		return len(missing) == 0, strings.Join(missing, "; ")
+	})
+	return s
+}
+
+// configYAML is the configuration applied with `sluice ctl apply`.
+func (s *stack) configYAML() string {
+	var b strings.Builder
+	b.WriteString("workers:\n")
+	for _, id := range []string{plainA, plainB, prefill, decode} {
+		e := s.engines[id]
+		fmt.Fprintf(&b, "  - {id: %s, url: %q, models: [%s], role: %s", e.id, e.url(), strings.Join(e.models, ", "), e.role)
+		if e.bootstrapPort != 0 {
+			fmt.Fprintf(&b, ", bootstrap_port: %d", e.bootstrapPort)
+		}
+		b.WriteString("}\n")
+	}
+	b.WriteString(`buckets:
+  - id: chat
+    models: [chat]
+    groups:
+      plain:
+        policy: {type: cache_aware, min_match_tokens: 64}
+  - id: sessions
+    models: [chat-s]
+    groups:
+      plain:
+        policy: {type: session_aware, idle_timeout: 10m}
+  - id: pd
+    models: [pd]
+    groups:
+      pd:
+        prefill: {policy: {type: power_of_two}}
+        decode: {policy: {type: power_of_two}}
+`)
+	return b.String()
+}
+
+// applyConfig stores the configuration in the (empty) Postgres store through the decider's
+// admin API, as an operator would.
+func (s *stack) applyConfig(t testing.TB) {
+	t.Helper()
+	path := filepath.Join(s.dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte(s.configYAML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, s.procs.bin, "ctl", "apply", "-f", path,
+		"--server", "http://"+s.deciderHTTP, "--token", adminToken).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice ctl apply: %v\n%s\nconfig:\n%s", err, out, s.configYAML())
+	}
+	t.Logf("sluice ctl apply: %s", strings.TrimSpace(string(out)))
+}
+
+// startEngine (re)starts a simengine on its ports and waits for its health endpoint.
+func (s *stack) startEngine(t testing.TB, e *engine) {
+	t.Helper()
+	args := []string{"simengine",
+		"-addr", "127.0.0.1:" + strconv.Itoa(e.port), "-id", e.id, "-model", e.model, "-role", e.role,
+		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic, "-kv-format", e.kvFormat,
+		"-load-interval", "200ms", "-kv-interval", "20ms", "-speed", speed,
+		"-shutdown-timeout", "2s", "-log-format", "text"}
+	if e.bootstrapPort != 0 {
+		args = append(args, "-bootstrap-port", strconv.Itoa(e.bootstrapPort))
+	}
+	e.proc = s.procs.start(t, e.id, args...)
+	s.waitHTTP(t, e.proc, e.url()+"/health")
+}
+
+// waitHTTP polls url until it answers 200, failing early if the process exits.
+func (s *stack) waitHTTP(t testing.TB, p *process, url string) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	var last string
+	for {
+		if !p.running() {
+			t.Fatalf("%s exited during start-up (%v); see its log below", p.name, p.waitErr)
+		}
+		resp, err := quick.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %v: GET %s: %s", p.name, startTimeout, url, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// createTopics creates the run's topics (so the decider's consumers find their partitions at
+// once) and deletes them when the test ends.
+func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := &kafka.CreateTopicsRequest{}
+	for _, topic := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1})
+	}
+	resp, err := c.CreateTopics(ctx, req)
+	if err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+	for topic, err := range resp.Errors {
+		if err != nil {
+			t.Fatalf("create topic %s: %v", topic, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+	})
+	eventually(t, 30*time.Second, "topics have partition leaders", func() (bool, string) {
+		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, mt := range md.Topics {
+			if mt.Error != nil || len(mt.Partitions) != kafkaPartitions {
+				continue
+			}
+			led := true
+			for _, p := range mt.Partitions {
+				led = led && p.Error == nil && p.Leader.ID >= 0
+			}
+			if led {
+				ready++
+			}
+		}
+		return ready == len(topics), fmt.Sprintf("%d of %d topics ready", ready, len(topics))
+	})
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().Unix(), 36) + "-" + hex.EncodeToString(b[:])
+}
+
+// eventually polls cond every 50 ms until it holds, failing after timeout with cond's last
+// description of what it saw.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v; last seen: %s", what, timeout, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
