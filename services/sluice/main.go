@@ -81,9 +81,10 @@ type logFlags struct {
 	format string
 }
 
+// register binds the log flags; the values already in l are the defaults.
 func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&l.format, "log-format", "json", "log format: json or text")
+	fs.StringVar(&l.level, "log-level", l.level, "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log-format", l.format, "log format: json or text")
 }
 
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -113,68 +114,69 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice decider", flag.ContinueOnError)
+// runner is what every long-running command builds and runs.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// runnerFunc adapts a function to runner.
+type runnerFunc func(ctx context.Context) error
+
+func (f runnerFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// runService parses the command's flags (registered by register, plus the log flags starting at
+// logDefaults) with environment fallbacks, builds the logger, then the service, and runs it.
+func runService(ctx context.Context, name string, args []string, stderr io.Writer, logDefaults logFlags,
+	register func(*flag.FlagSet), build func(*slog.Logger) (runner, error)) error {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := decider.DefaultConfig()
-	cfg.RegisterFlags(fs)
-	var lf logFlags
+	register(fs)
+	lf := logDefaults
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg.FillFromEnvironment()
 	logger, err := lf.logger(stderr)
 	if err != nil {
 		return err
 	}
-	srv, err := decider.New(logger, cfg)
+	srv, err := build(logger)
 	if err != nil {
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+var serviceLogDefaults = logFlags{level: "info", format: "json"}
+
+func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := decider.DefaultConfig()
+	return runService(ctx, "decider", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
+		cfg.FillFromEnvironment()
+		return nilSafe(decider.New(l, cfg))
+	})
 }
 
 func runGateway(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg := gateway.DefaultConfig()
-	cfg.RegisterFlags(fs)
-	var lf logFlags
-	lf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	logger, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	srv, err := gateway.New(logger, cfg)
-	if err != nil {
-		return err
-	}
-	return srv.Run(ctx)
+	return runService(ctx, "gateway", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
+		return nilSafe(gateway.New(l, cfg))
+	})
 }
 
 func runSimengine(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice simengine", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg := simengine.DefaultConfig()
-	cfg.RegisterFlags(fs)
-	var lf logFlags
-	lf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	logger, err := lf.logger(stderr)
+	return runService(ctx, "simengine", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
+		return nilSafe(simengine.New(l, cfg))
+	})
+}
+
+// nilSafe turns a constructor's (*T, error) into (runner, error) without a typed-nil runner.
+func nilSafe[T runner](srv T, err error) (runner, error) {
 	if err != nil {
-		return err
+		return nil, err
 	}
-	srv, err := simengine.New(logger, cfg)
-	if err != nil {
-		return err
-	}
-	return srv.Run(ctx)
+	return srv, nil
 }
 
 // runCtl exits with ctl's own exit code (2 usage, 3 invalid, 4 conflict), which scripts rely on.
@@ -186,26 +188,18 @@ func runCtl(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func runDev(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sluice dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfg := devstack.DefaultConfig()
-	fs.StringVar(&cfg.GatewayAddr, "gateway-addr", cfg.GatewayAddr, "gateway listen address (OpenAI routes and REST)")
-	fs.StringVar(&cfg.DeciderGRPCAddr, "grpc-addr", cfg.DeciderGRPCAddr, "decider gRPC listen address")
-	fs.StringVar(&cfg.DeciderHTTPAddr, "http-addr", cfg.DeciderHTTPAddr, "decider HTTP listen address (Connect, REST, metrics)")
-	fs.IntVar(&cfg.PlainEngines, "plain-engines", cfg.PlainEngines, "simulated plain engines (model sim-chat)")
-	fs.IntVar(&cfg.PDPairs, "pd-pairs", cfg.PDPairs, "simulated prefill + decode pairs (model sim-pd)")
-	fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated engine speed factor (10 = ten times faster than the latency model)")
-	fs.StringVar(&cfg.ConfigPath, "config", cfg.ConfigPath, "bucket configuration to use instead of the generated one")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "keep the generated configuration and snapshots here (default: a temporary directory)")
-	lf := logFlags{level: "warn", format: "text"}
-	fs.StringVar(&lf.level, "log-level", lf.level, "log level: debug, info, warn, error")
-	fs.StringVar(&lf.format, "log-format", lf.format, "log format: json or text")
-	if err := parse(fs, args); err != nil {
-		return err
+	register := func(fs *flag.FlagSet) {
+		fs.StringVar(&cfg.GatewayAddr, "gateway-addr", cfg.GatewayAddr, "gateway listen address (OpenAI routes and REST)")
+		fs.StringVar(&cfg.DeciderGRPCAddr, "grpc-addr", cfg.DeciderGRPCAddr, "decider gRPC listen address")
+		fs.StringVar(&cfg.DeciderHTTPAddr, "http-addr", cfg.DeciderHTTPAddr, "decider HTTP listen address (Connect, REST, metrics)")
+		fs.IntVar(&cfg.PlainEngines, "plain-engines", cfg.PlainEngines, "simulated plain engines (model sim-chat)")
+		fs.IntVar(&cfg.PDPairs, "pd-pairs", cfg.PDPairs, "simulated prefill + decode pairs (model sim-pd)")
+		fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated engine speed factor (10 = ten times faster than the latency model)")
+		fs.StringVar(&cfg.ConfigPath, "config", cfg.ConfigPath, "bucket configuration to use instead of the generated one")
+		fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "keep the generated configuration and snapshots here (default: a temporary directory)")
 	}
-	logger, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	return devstack.Run(ctx, logger, cfg, stdout)
+	return runService(ctx, "dev", args, stderr, logFlags{level: "warn", format: "text"}, register, func(l *slog.Logger) (runner, error) {
+		return runnerFunc(func(ctx context.Context) error { return devstack.Run(ctx, l, cfg, stdout) }), nil
+	})
 }

@@ -28,7 +28,7 @@ func runReplay(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&format, "format", "", "KV payload format of records without a sluice-format header (default sluice.kv.v1+proto)")
 	fs.Int64Var(&offset, "from-offset", 0, "offset to start at in every partition (0 or negative: earliest retained)")
 	fs.StringVar(&from, "from-time", "", "start every partition at its first record at or after this RFC 3339 time (overrides -from-offset)")
-	var lf logFlags
+	lf := logFlags{level: "warn", format: "text"}
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
