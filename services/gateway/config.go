@@ -38,6 +38,9 @@ type Config struct {
 	SessionHeader string
 	// RoutingHeader names the header whose value becomes DecideRequest.routing_key.
 	RoutingHeader string
+	// DefaultModel is used for /generate requests without a "model" field (SGLang clients
+	// usually send none); empty makes the field required there too.
+	DefaultModel string
 	// DefaultMaxTokens is the output budget assumed when a request sets no max_tokens;
 	// 0 leaves the expected peak unknown.
 	DefaultMaxTokens int64
@@ -83,6 +86,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TokenizerTimeout, "tokenizer-timeout", c.TokenizerTimeout, "bound on one /tokenize call")
 	fs.StringVar(&c.SessionHeader, "session-header", c.SessionHeader, "request header carrying the session key")
 	fs.StringVar(&c.RoutingHeader, "routing-header", c.RoutingHeader, "request header carrying the routing key")
+	fs.StringVar(&c.DefaultModel, "default-model", c.DefaultModel, "model for /generate requests that name none (SGLang clients usually do not); empty = required")
 	fs.Int64Var(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "output budget assumed when a request sets none; 0 = unknown peak")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", c.UpstreamTimeout, "bound on a whole engine exchange, streaming included; 0 = none")
 	fs.BoolVar(&c.RetryOnEngineFailure, "retry-on-engine-failure", c.RetryOnEngineFailure, "retry once on another engine when one fails before the first byte")

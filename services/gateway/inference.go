@@ -49,7 +49,7 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 				message: "could not read the request body: " + err.Error()})
 			return
 		}
-		f, err := parseFacts(route, raw)
+		f, err := parseFacts(route, raw, s.cfg.DefaultModel)
 		if err == nil {
 			var req *sluicev1.DecideRequest
 			if req, err = s.decideRequest(r.Context(), f, r.Header, requestID); err == nil {

@@ -55,11 +55,15 @@ func badRequest(param, code, format string, args ...any) *requestError {
 	return &requestError{param: param, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// parseFacts reads the routing facts of a body sent to route.
-func parseFacts(route string, raw []byte) (*facts, error) {
+// parseFacts reads the routing facts of a body sent to route; defaultModel applies to /generate
+// bodies without a model.
+func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 	var b body
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
+	}
+	if b.Model == "" && route == routeGenerate {
+		b.Model = defaultModel
 	}
 	if b.Model == "" {
 		return nil, badRequest("model", "missing_model", "you must provide a model parameter (the body's \"model\" field)")

@@ -43,7 +43,7 @@ func TestParseFacts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseFacts(tt.route, []byte(tt.body))
+			got, err := parseFacts(tt.route, []byte(tt.body), "")
 			if tt.wantCode != "" {
 				var re *requestError
 				if !errors.As(err, &re) || re.code != tt.wantCode {
@@ -156,7 +156,7 @@ func FuzzParseFacts(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, route := range []string{routeChat, routeCompletions, routeGenerate} {
-			fa, err := parseFacts(route, []byte(body))
+			fa, err := parseFacts(route, []byte(body), "")
 			if err != nil {
 				continue
 			}
@@ -171,4 +171,17 @@ func FuzzParseFacts(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestDefaultModelForGenerate(t *testing.T) {
+	f, err := parseFacts(routeGenerate, []byte(`{"text":"hello world"}`), "sim-pd")
+	if err != nil || f.model != "sim-pd" {
+		t.Fatalf("parseFacts(/generate without model) = %+v, %v; want the default model", f, err)
+	}
+	if _, err := parseFacts(routeChat, []byte(`{"messages":[{"role":"user","content":"x"}]}`), "sim-pd"); err == nil {
+		t.Error("the default model leaked into /v1/chat/completions, where the model is required")
+	}
+	if _, err := parseFacts(routeGenerate, []byte(`{"text":"x"}`), ""); err == nil {
+		t.Error("/generate without a model and without -default-model was accepted")
+	}
 }
