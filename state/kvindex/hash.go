@@ -84,3 +84,28 @@ func mix64(x uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
 }
+
+// hashChain stores in dst the chained hashes of the len(dst) blocks of
+// size bs in tokens, starting from prev, and returns the last (prev when
+// there are none). It equals chaining contentHash block by block, with the
+// common 16-token block unrolled.
+func hashChain(dst []uint64, prev uint64, tokens []uint32, bs int) uint64 {
+	tokens = tokens[:len(dst)*bs]
+	if bs != 16 {
+		for i := range dst {
+			prev = chain(prev, contentHash(tokens[i*bs:(i+1)*bs]))
+			dst[i] = prev
+		}
+		return prev
+	}
+	for i := range dst {
+		t := tokens[i*16 : i*16+16 : i*16+16]
+		a := mum(pair(t, 0)^k1, pair(t, 2)^(k0^16))
+		b := mum(pair(t, 4)^k2, pair(t, 6)^k1)
+		a = mum(pair(t, 8)^k1, pair(t, 10)^a)
+		b = mum(pair(t, 12)^k2, pair(t, 14)^b)
+		prev = chain(prev, mum(a^k3, b^k0))
+		dst[i] = prev
+	}
+	return prev
+}

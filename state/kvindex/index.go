@@ -118,13 +118,25 @@ func tierOf(m kvevents.Medium) (uint8, bool) {
 	return 0, false
 }
 
-// holderEntry packs a holder index (low 16 bits) and its tier bits (next 8);
-// tiers 0 means no entry.
+// holderEntry packs a holder index (low 16 bits), its tier bits (next 8)
+// and, in the top 8, how many children of the node the same holder holds
+// (saturating at maxKids); tiers 0 means no entry.
 type holderEntry uint32
+
+const maxKids = 255
 
 func mkEntry(h uint16, tiers uint8) holderEntry { return holderEntry(uint32(h) | uint32(tiers)<<16) }
 func (e holderEntry) holder() uint16            { return uint16(e) }
 func (e holderEntry) tiers() uint8              { return uint8(e >> 16) }
+func (e holderEntry) kids() uint8               { return uint8(e >> 24) }
+
+// withTiers replaces e's tiers, keeping its holder and child count.
+func (e holderEntry) withTiers(t uint8) holderEntry {
+	return e&^(0xff<<16) | holderEntry(t)<<16
+}
+
+// withKids replaces e's child count.
+func (e holderEntry) withKids(k uint8) holderEntry { return e&0xffffff | holderEntry(k)<<24 }
 
 // node is one indexed block. 48 bytes.
 type node struct {
@@ -145,6 +157,15 @@ type holderState struct {
 	live      bool
 	blockSize int // largest block size seen; shorter single-block stores are partial pages
 	refs      refMap
+	// pairs counts the nodes holding this holder index. holes is nonzero
+	// when the holder may hold a block without holding its parent block (a
+	// middle block was removed, or a chain was stored under a parent the
+	// holder no longer holds); while it is zero, the blocks the holder holds
+	// along any chain form a prefix of it, which Lookup's fast path needs.
+	// Both belong to the holder index, not the Holder, and survive its
+	// reuse; holes resets when pairs reaches 0.
+	pairs int
+	holes int
 }
 
 type tree struct {
@@ -214,7 +235,8 @@ func (ix *Index) holderFor(h Holder) (uint16, error) {
 		i = uint16(len(ix.holders))
 		ix.holders = append(ix.holders, holderState{})
 	}
-	ix.holders[i] = holderState{id: h, live: true}
+	old := &ix.holders[i]
+	ix.holders[i] = holderState{id: h, live: true, pairs: old.pairs, holes: old.holes}
 	ix.holderIdx[h] = i
 	return i, nil
 }
@@ -335,11 +357,12 @@ func (ix *Index) addTier(idx uint32, h uint16, tier uint8) {
 		n.h0 = mkEntry(h, tier)
 		n.hset ^= holderBit(h)
 		ix.countPair(0, tier)
+		ix.entryAdded(idx, h)
 		return
 	}
 	if n.h0.holder() == h {
 		old := n.h0.tiers()
-		n.h0 = mkEntry(h, old|tier)
+		n.h0 = n.h0.withTiers(old | tier)
 		ix.countPair(old, old|tier)
 		return
 	}
@@ -347,7 +370,7 @@ func (ix *Index) addTier(idx uint32, h uint16, tier uint8) {
 		s := ix.spills[n.spill-1]
 		for i, e := range s {
 			if e.holder() == h {
-				s[i] = mkEntry(h, e.tiers()|tier)
+				s[i] = e.withTiers(e.tiers() | tier)
 				ix.countPair(e.tiers(), e.tiers()|tier)
 				return
 			}
@@ -364,6 +387,71 @@ func (ix *Index) addTier(idx uint32, h uint16, tier uint8) {
 	ix.spills[n.spill-1] = append(ix.spills[n.spill-1], mkEntry(h, tier))
 	n.hset ^= holderBit(h)
 	ix.countPair(0, tier)
+	ix.entryAdded(idx, h)
+}
+
+// entryOf returns holder h's entry on node idx, or nil. The pointer is
+// valid until the node's holders change.
+func (ix *Index) entryOf(idx uint32, h uint16) *holderEntry {
+	n := &ix.nodes[idx]
+	if n.h0 != 0 && n.h0.holder() == h {
+		return &n.h0
+	}
+	if n.spill != 0 {
+		s := ix.spills[n.spill-1]
+		for i := range s {
+			if s[i].holder() == h {
+				return &s[i]
+			}
+		}
+	}
+	return nil
+}
+
+// entryAdded keeps the hole bookkeeping when holder h starts holding node
+// idx: the parent's entry counts one more child held by h, or, when h does
+// not hold the parent, h has a hole. The new entry's own count is exact as
+// 0 unless h already had holes (children held by h under a node h did not
+// hold are holes), and then counts are not relied on.
+func (ix *Index) entryAdded(idx uint32, h uint16) {
+	hs := &ix.holders[h]
+	hs.pairs++
+	p := ix.nodes[idx].parent
+	if p == 0 {
+		return
+	}
+	if pe := ix.entryOf(p-1, h); pe != nil {
+		if k := pe.kids(); k < maxKids {
+			*pe = pe.withKids(k + 1)
+		}
+	} else {
+		hs.holes++
+	}
+}
+
+// entryRemoved keeps the hole bookkeeping when holder h's entry e leaves
+// node idx: children still held by h become holes, and the parent's entry
+// counts one child fewer.
+func (ix *Index) entryRemoved(idx uint32, h uint16, e holderEntry) {
+	hs := &ix.holders[h]
+	hs.pairs--
+	if e.kids() != 0 {
+		hs.holes++
+	}
+	if p := ix.nodes[idx].parent; p != 0 {
+		if pe := ix.entryOf(p-1, h); pe != nil {
+			switch k := pe.kids(); k {
+			case 0: // only when counts are already unreliable
+				hs.holes++
+			case maxKids: // saturated: stays, erring towards holes
+			default:
+				*pe = pe.withKids(k - 1)
+			}
+		}
+	}
+	if hs.pairs == 0 {
+		hs.holes = 0
+	}
 }
 
 // clearTiers clears mask for holder h on node idx and returns the tiers
@@ -375,13 +463,14 @@ func (ix *Index) clearTiers(idx uint32, h uint16, mask uint8) uint8 {
 		s = ix.spills[n.spill-1]
 	}
 	var old uint8
+	var oe holderEntry
 	pos := -2 // -1 = h0
 	if n.h0 != 0 && n.h0.holder() == h {
-		old, pos = n.h0.tiers(), -1
+		old, oe, pos = n.h0.tiers(), n.h0, -1
 	} else {
 		for i, e := range s {
 			if e.holder() == h {
-				old, pos = e.tiers(), i
+				old, oe, pos = e.tiers(), e, i
 				break
 			}
 		}
@@ -393,12 +482,13 @@ func (ix *Index) clearTiers(idx uint32, h uint16, mask uint8) uint8 {
 	ix.countPair(old, left)
 	if left != 0 {
 		if pos == -1 {
-			n.h0 = mkEntry(h, left)
+			n.h0 = oe.withTiers(left)
 		} else {
-			s[pos] = mkEntry(h, left)
+			s[pos] = oe.withTiers(left)
 		}
 		return left
 	}
+	ix.entryRemoved(idx, h, oe)
 	n.hset ^= holderBit(h)
 	last := len(s) - 1
 	switch {
@@ -630,7 +720,7 @@ func (ix *Index) RemoveEngine(e slots.Slot) {
 		}
 		ix.clearHolder(uint16(hi))
 		delete(ix.holderIdx, hs.id)
-		*hs = holderState{}
+		*hs = holderState{pairs: hs.pairs, holes: hs.holes}
 		ix.freeHolders = append(ix.freeHolders, uint16(hi))
 	}
 }

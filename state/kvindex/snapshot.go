@@ -90,14 +90,14 @@ func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
 		s.u32(n.next)
 		s.u32(n.gen)
 		s.u32(atomic.LoadUint32(&n.ref)) // Lookup sets it under the read lock
-		s.u32(uint32(n.h0))
+		s.u32(uint32(n.h0.withKids(0)))  // child counts are derived; rebuild recounts them
 		var sp []holderEntry
 		if n.spill != 0 {
 			sp = ix.spills[n.spill-1]
 		}
 		s.u32(uint32(len(sp)))
 		for _, e := range sp {
-			s.u32(uint32(e))
+			s.u32(uint32(e.withKids(0)))
 		}
 	}
 	crc := s.crc
@@ -286,7 +286,7 @@ func (ix *Index) rebuild() error {
 			if e == 0 && nd.h0 == 0 && nd.spill == 0 {
 				continue
 			}
-			if e.tiers() == 0 || e.tiers()&^allTiers != 0 || int(e.holder()) >= len(ix.holders) || !ix.holders[e.holder()].live {
+			if e.tiers() == 0 || e.tiers()&^allTiers != 0 || e.kids() != 0 || int(e.holder()) >= len(ix.holders) || !ix.holders[e.holder()].live {
 				return bad("node %d has a bad holder entry %08x", i, uint32(e))
 			}
 			ix.countPair(0, e.tiers())
@@ -295,6 +295,34 @@ func (ix *Index) rebuild() error {
 	}
 	if ix.live > ix.cfg.MaxNodes {
 		return fmt.Errorf("read kv index snapshot: %d nodes exceed MaxNodes %d", ix.live, ix.cfg.MaxNodes)
+	}
+	// Recount the hole bookkeeping (see holderState) now that every
+	// parent's entries are in place.
+	for i := range ix.nodes {
+		if isFree[i] {
+			continue
+		}
+		nd := &ix.nodes[i]
+		each := func(e holderEntry) {
+			h := e.holder()
+			ix.holders[h].pairs++
+			if nd.parent == 0 {
+				return
+			}
+			if pe := ix.entryOf(nd.parent-1, h); pe == nil {
+				ix.holders[h].holes++
+			} else if k := pe.kids(); k < maxKids {
+				*pe = pe.withKids(k + 1)
+			}
+		}
+		if nd.h0 != 0 {
+			each(nd.h0)
+		}
+		if nd.spill != 0 {
+			for _, e := range ix.spills[nd.spill-1] {
+				each(e)
+			}
+		}
 	}
 	return nil
 }
