@@ -45,7 +45,7 @@ func (ix *Index) Stats() Stats {
 		b += int64(cap(sp)) * 4
 	}
 	for i := range ix.holders {
-		b += int64(cap(ix.holders[i].refs.keys)) * 16
+		b += int64(cap(ix.holders[i].refs.slots)) * int64(unsafe.Sizeof(refSlot{}))
 	}
 	s.Bytes = b
 	return s

@@ -1,5 +1,26 @@
 package kvindex
 
+import "math/bits"
+
+// reduce maps a well-mixed 64-bit value to [0, n) (Lemire's multiply-shift
+// range reduction), so a table's length need not be a power of two.
+func reduce(x uint64, n uint64) uint64 {
+	hi, _ := bits.Mul64(x, n)
+	return hi
+}
+
+// grownSize returns the next table length after n (at least 16): 1.5×, so
+// the average load stays higher than with doubling.
+func grownSize(n int) int { return max(16, n+n/2) }
+
+// cyclicDist is how far slot to lies after slot from in a table of size n.
+func cyclicDist(from, to, n uint64) uint64 {
+	if to >= from {
+		return to - from
+	}
+	return to + n - from
+}
+
 // nodeTable maps a sluice block hash to a node, by open addressing with
 // linear probing. A slot packs the hash's top 32 bits (a fingerprint) with
 // the node index + 1, so a probe reads one 8-byte slot and touches the node
@@ -97,73 +118,88 @@ func (t *nodeTable) del(nodes []node, h uint64) {
 
 // refMap maps an engine block hash to a node reference (generation << 32 |
 // node index + 1) for one holder. A reference whose generation no longer
-// matches its node is stale: the node was evicted or pruned meanwhile.
+// matches its node is stale: the node was evicted or pruned meanwhile. Key
+// and value share a slot, so a probe touches one cache line.
 type refMap struct {
-	keys  []uint64
-	vals  []uint64 // 0 = empty
-	shift uint8
+	slots []refSlot
 	n     int
 }
 
-func (m *refMap) home(k uint64) uint64 { return (k * 0x9e3779b97f4a7c15) >> m.shift }
+type refSlot struct {
+	k, v uint64 // v == 0: empty
+}
+
+// refMap grows past a load of refLoadNum/refLoadDen, by 1.5×.
+const refLoadNum, refLoadDen = 7, 8
+
+func (m *refMap) home(k uint64) uint64 {
+	return reduce(k*0x9e3779b97f4a7c15, uint64(len(m.slots)))
+}
 
 func (m *refMap) get(k uint64) (uint64, bool) {
 	if m.n == 0 {
 		return 0, false
 	}
-	mask := uint64(len(m.keys) - 1)
-	for i := m.home(k); ; i = (i + 1) & mask {
-		v := m.vals[i]
-		if v == 0 {
+	s := m.slots
+	for i := m.home(k); ; {
+		e := &s[i]
+		if e.v == 0 {
 			return 0, false
 		}
-		if m.keys[i] == k {
-			return v, true
+		if e.k == k {
+			return e.v, true
+		}
+		if i++; i == uint64(len(s)) {
+			i = 0
 		}
 	}
 }
 
 func (m *refMap) put(k, v uint64) {
-	if (m.n+1)*8 > len(m.keys)*7 {
-		m.resize(max(16, 2*len(m.keys)))
+	if (m.n+1)*refLoadDen > len(m.slots)*refLoadNum {
+		m.resize(grownSize(len(m.slots)))
 	}
-	mask := uint64(len(m.keys) - 1)
+	s := m.slots
 	i := m.home(k)
-	for ; m.vals[i] != 0; i = (i + 1) & mask {
-		if m.keys[i] == k {
-			m.vals[i] = v
+	for s[i].v != 0 {
+		if s[i].k == k {
+			s[i].v = v
 			return
 		}
+		if i++; i == uint64(len(s)) {
+			i = 0
+		}
 	}
-	m.keys[i], m.vals[i] = k, v
+	s[i] = refSlot{k, v}
 	m.n++
 }
 
 // reserve grows the table once so n entries fit below the load factor.
 func (m *refMap) reserve(n int) {
 	size := 16
-	for size*7 < (n+1)*8 {
-		size *= 2
+	for size*refLoadNum < (n+1)*refLoadDen {
+		size = grownSize(size)
 	}
-	if size > len(m.keys) {
+	if size > len(m.slots) {
 		m.resize(size)
 	}
 }
 
 func (m *refMap) resize(size int) {
-	oldK, oldV := m.keys, m.vals
-	m.keys, m.vals = make([]uint64, size), make([]uint64, size)
-	m.shift = uint8(64 - log2(size))
-	mask := uint64(size - 1)
-	for j, v := range oldV {
-		if v == 0 {
+	old := m.slots
+	m.slots = make([]refSlot, size)
+	s := m.slots
+	for _, e := range old {
+		if e.v == 0 {
 			continue
 		}
-		i := m.home(oldK[j])
-		for m.vals[i] != 0 {
-			i = (i + 1) & mask
+		i := m.home(e.k)
+		for s[i].v != 0 {
+			if i++; i == uint64(size) {
+				i = 0
+			}
 		}
-		m.keys[i], m.vals[i] = oldK[j], v
+		s[i] = e
 	}
 }
 
@@ -171,25 +207,34 @@ func (m *refMap) del(k uint64) {
 	if m.n == 0 {
 		return
 	}
-	mask := uint64(len(m.keys) - 1)
+	s := m.slots
+	size := uint64(len(s))
 	i := m.home(k)
 	for {
-		if m.vals[i] == 0 {
+		if s[i].v == 0 {
 			return
 		}
-		if m.keys[i] == k {
+		if s[i].k == k {
 			break
 		}
-		i = (i + 1) & mask
+		if i++; i == size {
+			i = 0
+		}
 	}
-	for j := (i + 1) & mask; m.vals[j] != 0; j = (j + 1) & mask {
-		home := m.home(m.keys[j])
-		if (j-home)&mask >= (j-i)&mask {
-			m.keys[i], m.vals[i] = m.keys[j], m.vals[j]
+	for j := i; ; {
+		if j++; j == size {
+			j = 0
+		}
+		if s[j].v == 0 {
+			break
+		}
+		home := m.home(s[j].k)
+		if cyclicDist(home, j, size) >= cyclicDist(i, j, size) {
+			s[i] = s[j]
 			i = j
 		}
 	}
-	m.vals[i], m.keys[i] = 0, 0
+	s[i] = refSlot{}
 	m.n--
 	if m.n == 0 {
 		*m = refMap{}
@@ -197,17 +242,9 @@ func (m *refMap) del(k uint64) {
 }
 
 func (m *refMap) each(fn func(k, v uint64)) {
-	for i, v := range m.vals {
-		if v != 0 {
-			fn(m.keys[i], v)
+	for _, e := range m.slots {
+		if e.v != 0 {
+			fn(e.k, e.v)
 		}
 	}
-}
-
-func log2(n int) int {
-	l := 0
-	for 1<<l < n {
-		l++
-	}
-	return l
 }
