@@ -8,8 +8,9 @@
 // any engine's hash algorithm. Each holder keeps a map from its engine's
 // block hashes to nodes so that removals, which name engine hashes, work.
 //
-// Layout, chosen for ~48 bytes per (block, engine) pair and lookups that
-// chase few pointers: nodes live in one slice indexed by uint32; an
+// Layout, chosen for small memory per (block, engine) pair (87 bytes with one
+// holder per block, 34 with sixteen; see BENCHMARKS.md) and lookups that chase
+// few pointers: nodes live in one slice indexed by uint32; an
 // open-addressing table maps block hash → node; a node carries its first
 // holder inline and spills further holders to a side slice; a per-holder
 // open-addressing map holds engine hash → node reference.
