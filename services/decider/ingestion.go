@@ -83,7 +83,11 @@ func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *
 	if err != nil {
 		return nil, err
 	}
-	ki, err := ingest.NewKVIngester(logger, ingest.KVConfig{Config: ingest.Config{Brokers: brokers, Topic: cfg.KVTopic}, DefaultFormat: cfg.KVDefaultFormat}, index, st, promReg)
+	// A new epoch on the KV stream means the engine restarted: its load from the previous life
+	// is dropped too (the load stream resets on its own epoch as well).
+	onNewEpoch := func(engine string, epoch uint64) { load.ResetEngineBefore(engine, epoch) }
+	ki, err := ingest.NewKVIngester(logger, ingest.KVConfig{Config: ingest.Config{Brokers: brokers, Topic: cfg.KVTopic},
+		DefaultFormat: cfg.KVDefaultFormat, OnNewEpoch: onNewEpoch}, index, st, promReg)
 	if err != nil {
 		return nil, err
 	}

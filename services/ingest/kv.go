@@ -25,6 +25,7 @@ type KVIngester struct {
 	s             *stream
 	slots         *slots.Table
 	defaultFormat string
+	onNewEpoch    func(engine string, epoch uint64)
 
 	index   atomic.Pointer[indexBox]   // replaced only by a restore before Run
 	holders map[holderKey]*holderState // guarded by s.mu
@@ -71,6 +72,10 @@ type KVConfig struct {
 	// DefaultFormat is the payload format of records without the
 	// sluice-format header; empty selects FormatProto.
 	DefaultFormat string
+	// OnNewEpoch, when set, is called (under the stream's writer lock; it must not block) when
+	// an engine rank already seen moves to a newer epoch — the engine restarted — so other
+	// tables can drop what they hold from its previous life.
+	OnNewEpoch func(engine string, epoch uint64)
 }
 
 // NewKVIngester returns a KV-stream consumer feeding index. Engine ids are
@@ -93,7 +98,7 @@ func NewKVIngester(logger *slog.Logger, cfg KVConfig, index KVIndex, slotTable *
 	if err != nil {
 		return nil, err
 	}
-	k := &KVIngester{s: s, slots: slotTable, defaultFormat: cfg.DefaultFormat,
+	k := &KVIngester{s: s, slots: slotTable, defaultFormat: cfg.DefaultFormat, onNewEpoch: cfg.OnNewEpoch,
 		holders: map[holderKey]*holderState{}, uncertain: map[string]int{}}
 	k.index.Store(&indexBox{index})
 	s.apply = k.apply
@@ -198,6 +203,9 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 		k.stats.EpochResets++
 		k.setUncertain(hk, st, false)
 		st.Epoch, st.Seq = rec.epoch, 0
+		if k.onNewEpoch != nil {
+			k.onNewEpoch(rec.engine, rec.epoch)
+		}
 	case rec.seq <= st.Seq:
 		k.stats.Duplicates++
 		k.s.m.skipped.WithLabelValues("duplicate").Inc()

@@ -273,3 +273,33 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestKVNewEpochResetsLoad: an engine restart seen on the KV stream (a newer epoch for a rank
+// already seen) is reported once, and the decider drops the engine's load from its previous
+// life; the first record of a rank only sets its baseline.
+func TestKVNewEpochResetsLoad(t *testing.T) {
+	st := slots.NewTable()
+	load, err := loadtable.New(st, loadtable.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []uint64
+	k, _, _, _ := newTestKV(t, KVConfig{OnNewEpoch: func(engine string, epoch uint64) {
+		calls = append(calls, epoch)
+		load.ResetEngineBefore(engine, epoch)
+	}})
+	if err := load.Apply(loadtable.Report{EngineID: "e", Epoch: 1, Seq: 1, CapturedAt: time.Now(), Running: 3, KVCapacityTokens: 10}); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, k, kvProto(t, stored("e", 0, 1, 1, 100, 2)))
+	if len(calls) != 0 || len(load.Engines()) != 1 {
+		t.Fatalf("first record: calls %v, load engines %v; want no reset", calls, load.Engines())
+	}
+	feed(t, k, kvProto(t, stored("e", 0, 2, 1, 300, 1)))
+	if len(calls) != 1 || calls[0] != 2 || len(load.Engines()) != 0 {
+		t.Errorf("new epoch: calls %v, load engines %v; want one call for epoch 2 and the old load dropped", calls, load.Engines())
+	}
+	if load.ResetEngineBefore("e", 1) {
+		t.Error("ResetEngineBefore dropped an engine it no longer holds")
+	}
+}

@@ -308,6 +308,21 @@ func (t *Table) RemoveEngine(id string) {
 	t.publish(e.slot, false, View{})
 }
 
+// ResetEngineBefore drops an engine's load when its state belongs to an epoch older than epoch:
+// another stream (KV events) saw the engine restart, so its old reports no longer describe it.
+// It reports whether anything was dropped; the engine's next report starts afresh.
+func (t *Table) ResetEngineBefore(id string, epoch uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.engines[id]
+	if !ok || e.epoch >= epoch {
+		return false
+	}
+	delete(t.engines, id)
+	t.publish(e.slot, false, View{})
+	return true
+}
+
 // Engines returns the ids of engines with state in the table (including
 // engines whose reports are stale or rank-incomplete), sorted. It is meant
 // for diagnostics and allocates.

@@ -760,3 +760,30 @@ func BenchmarkSnapshotAndViewRef64(b *testing.B) {
 		sink = sum
 	}
 }
+
+func TestResetEngineBefore(t *testing.T) {
+	st := slots.NewTable()
+	tb, err := New(st, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Apply(Report{EngineID: "e", Epoch: 5, Seq: 1, CapturedAt: time.Now(), Running: 1, KVCapacityTokens: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if tb.ResetEngineBefore("e", 5) || tb.ResetEngineBefore("e", 4) {
+		t.Fatal("ResetEngineBefore dropped load of the same or a newer epoch")
+	}
+	s, _ := st.Lookup("e")
+	if _, ok := tb.Snapshot().View(s); !ok {
+		t.Fatal("load lost")
+	}
+	if !tb.ResetEngineBefore("e", 6) {
+		t.Fatal("ResetEngineBefore kept load of an older epoch")
+	}
+	if _, ok := tb.Snapshot().View(s); ok {
+		t.Error("view still present after the reset")
+	}
+	if err := tb.Apply(Report{EngineID: "e", Epoch: 1, Seq: 1, CapturedAt: time.Now(), Running: 1, KVCapacityTokens: 8}); err != nil {
+		t.Errorf("a report after the reset must start afresh: %v", err)
+	}
+}
