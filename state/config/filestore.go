@@ -62,9 +62,8 @@ type FileStore struct {
 
 	current atomic.Pointer[Snapshot]
 
-	mu       sync.Mutex // serialises reloads, Apply and subscriber changes
-	subs     map[int]chan Snapshot
-	nextSub  int
+	mu       sync.Mutex // serialises reloads, Apply and publishing
+	subs     Subscribers
 	stat     fileStat // of the file as last read
 	readAt   time.Time
 	hash     [sha256.Size]byte // of the content behind current
@@ -96,7 +95,6 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 		path:   path,
 		format: FormatForPath(path),
 		poll:   cfg.PollInterval,
-		subs:   map[int]chan Snapshot{},
 		now:    time.Now,
 	}
 	if s.poll == 0 {
@@ -128,23 +126,7 @@ func (s *FileStore) Current() Snapshot { return *s.current.Load() }
 // successful reload or Apply, and a func that unsubscribes and closes the
 // channel (safe to call more than once). The channel holds one snapshot;
 // a slow reader sees only the latest.
-func (s *FileStore) Subscribe() (<-chan Snapshot, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.nextSub
-	s.nextSub++
-	ch := make(chan Snapshot, 1)
-	s.subs[id] = ch
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			delete(s.subs, id)
-			close(ch)
-		})
-	}
-}
+func (s *FileStore) Subscribe() (<-chan Snapshot, func()) { return s.subs.Subscribe() }
 
 // Run polls the file every PollInterval until ctx is done, then returns nil.
 // A changed file (size, modification time, then content hash) is re-parsed:
@@ -281,19 +263,7 @@ func (s *FileStore) publishLocked(doc *Document, author string, rollbackOf int64
 	snap := Snapshot{Version: prev.Version + 1, Document: doc, Source: s.path, LoadedAt: s.now()}
 	s.current.Store(&snap)
 	s.recordLocked(prev.Document, snap, author, rollbackOf)
-	for _, ch := range s.subs {
-		select {
-		case ch <- snap:
-		default:
-			// Full: replace the stale snapshot. Only this goroutine sends
-			// (under mu), so after the drain the send cannot block.
-			select {
-			case <-ch:
-			default:
-			}
-			ch <- snap
-		}
-	}
+	s.subs.Publish(snap)
 	return snap
 }
 

@@ -95,11 +95,10 @@ type Store struct {
 	current atomic.Pointer[config.Snapshot]
 	ready   atomic.Bool // migrations ran and the head was read from the database
 
-	mu      sync.Mutex // guards subs and publishing order
-	subs    map[int]chan config.Snapshot
-	nextSub int
-	initMu  sync.Mutex // serialises initialise
-	now     func() time.Time
+	mu     sync.Mutex // orders publishing
+	subs   config.Subscribers
+	initMu sync.Mutex // serialises initialise
+	now    func() time.Time
 
 	// Listener state, exported through ListenerStats for metrics.
 	listening  atomic.Bool
@@ -151,7 +150,7 @@ func Open(ctx context.Context, logger *slog.Logger, cfg Config) (*Store, error) 
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	s := &Store{logger: logger, cfg: cfg, pool: pool, connCfg: pcfg.ConnConfig.Copy(),
-		subs: map[int]chan config.Snapshot{}, now: time.Now}
+		now: time.Now}
 	err = s.initialise(ctx)
 	if err == nil {
 		return s, nil
@@ -253,23 +252,7 @@ func (s *Store) Current() config.Snapshot { return *s.current.Load() }
 // Subscribe returns a channel receiving each newer snapshot (it holds one; a
 // slow reader sees only the latest) and an idempotent unsubscribe func that
 // closes it.
-func (s *Store) Subscribe() (<-chan config.Snapshot, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.nextSub
-	s.nextSub++
-	ch := make(chan config.Snapshot, 1)
-	s.subs[id] = ch
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			delete(s.subs, id)
-			close(ch)
-		})
-	}
-}
+func (s *Store) Subscribe() (<-chan config.Snapshot, func()) { return s.subs.Subscribe() }
 
 // publish installs snap if it is newer than the current one, tells the
 // subscribers and rewrites the snapshot file. It reports whether it did.
@@ -280,17 +263,7 @@ func (s *Store) publish(snap config.Snapshot) bool {
 		return false
 	}
 	s.current.Store(&snap)
-	for _, ch := range s.subs {
-		select {
-		case ch <- snap:
-		default:
-			select {
-			case <-ch:
-			default:
-			}
-			ch <- snap
-		}
-	}
+	s.subs.Publish(snap)
 	s.mu.Unlock()
 	if s.cfg.SnapshotPath != "" {
 		if err := writeSnapshotFile(s.cfg.SnapshotPath, snap); err != nil {
