@@ -136,7 +136,28 @@ type Engine struct {
 	// empty when healthy.
 	HealthReason string `protobuf:"bytes,8,opt,name=health_reason,json=healthReason,proto3" json:"health_reason,omitempty"`
 	// The engine's latest load as this replica knows it.
-	Load          *EngineLoad `protobuf:"bytes,9,opt,name=load,proto3" json:"load,omitempty"`
+	Load *EngineLoad `protobuf:"bytes,9,opt,name=load,proto3" json:"load,omitempty"`
+	// Where the engine publishes its KV-cache events over ZMQ, for enginelink
+	// in fleet mode: "tcp://host:port" (the link connects; the engine binds
+	// with "tcp://*:port"), or "bind:tcp://host:port" meaning the engine
+	// connects to a socket the link binds and is told apart by its topic.
+	// Data-parallel rank r uses port + r. Empty means the engine publishes no
+	// KV events.
+	KvEventsEndpoint string `protobuf:"bytes,10,opt,name=kv_events_endpoint,json=kvEventsEndpoint,proto3" json:"kv_events_endpoint,omitempty"`
+	// The engine's replay socket (vLLM replay_endpoint), used to fill seq gaps;
+	// rank r uses port + r. Empty means gaps cannot be replayed and stay
+	// visible as uncertain residency until the next clear or restart.
+	KvReplayEndpoint string `protobuf:"bytes,11,opt,name=kv_replay_endpoint,json=kvReplayEndpoint,proto3" json:"kv_replay_endpoint,omitempty"`
+	// The engine's Prometheus metrics URL, scraped by enginelink for load;
+	// empty means url + "/metrics".
+	MetricsUrl string `protobuf:"bytes,12,opt,name=metrics_url,json=metricsUrl,proto3" json:"metrics_url,omitempty"`
+	// The engine's data-parallel size; 0 or 1 when it is not data parallel.
+	DpSize int32 `protobuf:"varint,13,opt,name=dp_size,json=dpSize,proto3" json:"dp_size,omitempty"`
+	// LoRA adapters the engine serves under their own model names (as vLLM
+	// lists them in /v1/models). A request naming one is routed among the
+	// engines that declare it, in the buckets of the engine's first model,
+	// and looks up the cache in that adapter's namespace.
+	LoraAdapters  []string `protobuf:"bytes,14,rep,name=lora_adapters,json=loraAdapters,proto3" json:"lora_adapters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +251,41 @@ func (x *Engine) GetHealthReason() string {
 func (x *Engine) GetLoad() *EngineLoad {
 	if x != nil {
 		return x.Load
+	}
+	return nil
+}
+
+func (x *Engine) GetKvEventsEndpoint() string {
+	if x != nil {
+		return x.KvEventsEndpoint
+	}
+	return ""
+}
+
+func (x *Engine) GetKvReplayEndpoint() string {
+	if x != nil {
+		return x.KvReplayEndpoint
+	}
+	return ""
+}
+
+func (x *Engine) GetMetricsUrl() string {
+	if x != nil {
+		return x.MetricsUrl
+	}
+	return ""
+}
+
+func (x *Engine) GetDpSize() int32 {
+	if x != nil {
+		return x.DpSize
+	}
+	return 0
+}
+
+func (x *Engine) GetLoraAdapters() []string {
+	if x != nil {
+		return x.LoraAdapters
 	}
 	return nil
 }
@@ -1834,7 +1890,28 @@ type EngineSpec struct {
 	// A prefill engine's bootstrap port; 0 when unset.
 	BootstrapPort uint32 `protobuf:"varint,5,opt,name=bootstrap_port,json=bootstrapPort,proto3" json:"bootstrap_port,omitempty"`
 	// Free-form labels.
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Where the engine publishes its KV-cache events over ZMQ, for enginelink
+	// in fleet mode: "tcp://host:port" (the link connects; the engine binds
+	// with "tcp://*:port"), or "bind:tcp://host:port" meaning the engine
+	// connects to a socket the link binds and is told apart by its topic.
+	// Data-parallel rank r uses port + r. Empty means the engine publishes no
+	// KV events.
+	KvEventsEndpoint string `protobuf:"bytes,7,opt,name=kv_events_endpoint,json=kvEventsEndpoint,proto3" json:"kv_events_endpoint,omitempty"`
+	// The engine's replay socket (vLLM replay_endpoint), used to fill seq gaps;
+	// rank r uses port + r. Empty means gaps cannot be replayed and stay
+	// visible as uncertain residency until the next clear or restart.
+	KvReplayEndpoint string `protobuf:"bytes,8,opt,name=kv_replay_endpoint,json=kvReplayEndpoint,proto3" json:"kv_replay_endpoint,omitempty"`
+	// The engine's Prometheus metrics URL, scraped by enginelink for load;
+	// empty means url + "/metrics".
+	MetricsUrl string `protobuf:"bytes,9,opt,name=metrics_url,json=metricsUrl,proto3" json:"metrics_url,omitempty"`
+	// The engine's data-parallel size; 0 or 1 when it is not data parallel.
+	DpSize int32 `protobuf:"varint,10,opt,name=dp_size,json=dpSize,proto3" json:"dp_size,omitempty"`
+	// LoRA adapters the engine serves under their own model names (as vLLM
+	// lists them in /v1/models). A request naming one is routed among the
+	// engines that declare it, in the buckets of the engine's first model,
+	// and looks up the cache in that adapter's namespace.
+	LoraAdapters  []string `protobuf:"bytes,11,rep,name=lora_adapters,json=loraAdapters,proto3" json:"lora_adapters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1907,6 +1984,41 @@ func (x *EngineSpec) GetBootstrapPort() uint32 {
 func (x *EngineSpec) GetLabels() map[string]string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *EngineSpec) GetKvEventsEndpoint() string {
+	if x != nil {
+		return x.KvEventsEndpoint
+	}
+	return ""
+}
+
+func (x *EngineSpec) GetKvReplayEndpoint() string {
+	if x != nil {
+		return x.KvReplayEndpoint
+	}
+	return ""
+}
+
+func (x *EngineSpec) GetMetricsUrl() string {
+	if x != nil {
+		return x.MetricsUrl
+	}
+	return ""
+}
+
+func (x *EngineSpec) GetDpSize() int32 {
+	if x != nil {
+		return x.DpSize
+	}
+	return 0
+}
+
+func (x *EngineSpec) GetLoraAdapters() []string {
+	if x != nil {
+		return x.LoraAdapters
 	}
 	return nil
 }
@@ -2148,7 +2260,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x12ListEnginesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\"B\n" +
 	"\x13ListEnginesResponse\x12+\n" +
-	"\aengines\x18\x01 \x03(\v2\x11.sluice.v1.EngineR\aengines\"\xea\x02\n" +
+	"\aengines\x18\x01 \x03(\v2\x11.sluice.v1.EngineR\aengines\"\xa5\x04\n" +
 	"\x06Engine\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
@@ -2158,7 +2270,14 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x06labels\x18\x06 \x03(\v2\x1d.sluice.v1.Engine.LabelsEntryR\x06labels\x12\x18\n" +
 	"\ahealthy\x18\a \x01(\bR\ahealthy\x12#\n" +
 	"\rhealth_reason\x18\b \x01(\tR\fhealthReason\x12)\n" +
-	"\x04load\x18\t \x01(\v2\x15.sluice.v1.EngineLoadR\x04load\x1a9\n" +
+	"\x04load\x18\t \x01(\v2\x15.sluice.v1.EngineLoadR\x04load\x12,\n" +
+	"\x12kv_events_endpoint\x18\n" +
+	" \x01(\tR\x10kvEventsEndpoint\x12,\n" +
+	"\x12kv_replay_endpoint\x18\v \x01(\tR\x10kvReplayEndpoint\x12\x1f\n" +
+	"\vmetrics_url\x18\f \x01(\tR\n" +
+	"metricsUrl\x12\x17\n" +
+	"\adp_size\x18\r \x01(\x05R\x06dpSize\x12#\n" +
+	"\rlora_adapters\x18\x0e \x03(\tR\floraAdapters\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x01\n" +
@@ -2255,7 +2374,7 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x10based_on_version\x18\x02 \x01(\x03R\x0ebasedOnVersion\"\"\n" +
 	"\x10GetEngineRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x88\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xc3\x03\n" +
 	"\n" +
 	"EngineSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
@@ -2263,7 +2382,14 @@ const file_sluice_v1_admin_proto_rawDesc = "" +
 	"\x06models\x18\x03 \x03(\tR\x06models\x12#\n" +
 	"\x04role\x18\x04 \x01(\x0e2\x0f.sluice.v1.RoleR\x04role\x12%\n" +
 	"\x0ebootstrap_port\x18\x05 \x01(\rR\rbootstrapPort\x129\n" +
-	"\x06labels\x18\x06 \x03(\v2!.sluice.v1.EngineSpec.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v2!.sluice.v1.EngineSpec.LabelsEntryR\x06labels\x12,\n" +
+	"\x12kv_events_endpoint\x18\a \x01(\tR\x10kvEventsEndpoint\x12,\n" +
+	"\x12kv_replay_endpoint\x18\b \x01(\tR\x10kvReplayEndpoint\x12\x1f\n" +
+	"\vmetrics_url\x18\t \x01(\tR\n" +
+	"metricsUrl\x12\x17\n" +
+	"\adp_size\x18\n" +
+	" \x01(\x05R\x06dpSize\x12#\n" +
+	"\rlora_adapters\x18\v \x03(\tR\floraAdapters\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +

@@ -175,8 +175,18 @@ type DecideRequest struct {
 	// Engines the caller has already failed on for this request; they are not
 	// picked again. Used for one retry after an engine failure.
 	ExcludeEngineIds []string `protobuf:"bytes,10,rep,name=exclude_engine_ids,json=excludeEngineIds,proto3" json:"exclude_engine_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The LoRA adapter the request runs with, when it names one explicitly
+	// (SGLang's lora_path). Cached blocks of an adapter are a separate
+	// namespace: they are no hit for the base model or another adapter. When
+	// empty and model names an adapter an engine declares (lora_adapters),
+	// that adapter is used and the request is routed to the engines serving
+	// it under their base model's buckets.
+	LoraName string `protobuf:"bytes,11,opt,name=lora_name,json=loraName,proto3" json:"lora_name,omitempty"`
+	// The cache salt that isolates this request's cached blocks from other
+	// tenants (SGLang cache_salt, vLLM cache_salt). Empty means none.
+	CacheSalt     string `protobuf:"bytes,12,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideRequest) Reset() {
@@ -277,6 +287,20 @@ func (x *DecideRequest) GetExcludeEngineIds() []string {
 		return x.ExcludeEngineIds
 	}
 	return nil
+}
+
+func (x *DecideRequest) GetLoraName() string {
+	if x != nil {
+		return x.LoraName
+	}
+	return ""
+}
+
+func (x *DecideRequest) GetCacheSalt() string {
+	if x != nil {
+		return x.CacheSalt
+	}
+	return ""
 }
 
 // DecideResponse is the decision for one request.
@@ -1118,7 +1142,7 @@ var File_sluice_v1_decider_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x02\n" +
+	"\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
 	"\rDecideRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x125\n" +
@@ -1133,7 +1157,10 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\adry_run\x18\b \x01(\bR\x06dryRun\x12\x18\n" +
 	"\aexplain\x18\t \x01(\bR\aexplain\x12,\n" +
 	"\x12exclude_engine_ids\x18\n" +
-	" \x03(\tR\x10excludeEngineIdsB\x17\n" +
+	" \x03(\tR\x10excludeEngineIds\x12\x1b\n" +
+	"\tlora_name\x18\v \x01(\tR\bloraName\x12\x1d\n" +
+	"\n" +
+	"cache_salt\x18\f \x01(\tR\tcacheSaltB\x17\n" +
 	"\x15_expected_peak_tokens\"\x8e\x02\n" +
 	"\x0eDecideResponse\x12\x1b\n" +
 	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12%\n" +
