@@ -381,6 +381,14 @@ func nullable(v int64) *int64 {
 	return &v
 }
 
+// nullableString maps "" to NULL.
+func nullableString(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
 // Versions lists the log, newest first.
 func (s *Store) Versions(ctx context.Context, limit int) ([]config.VersionInfo, error) {
 	if limit <= 0 {
