@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/services/ingest"
 	"github.com/sluicehq/sluice/state/pgstore"
 )
 
@@ -73,7 +74,7 @@ func DefaultConfig() Config {
 		Health:        enginehealth.DefaultConfig(),
 		AffinitySweep: time.Minute,
 		Ingest: IngestConfig{LoadTopic: "sluice.engine-load.v1", KVTopic: "sluice.kv-events.v1",
-			SnapshotInterval: 30 * time.Second},
+			SnapshotInterval: 30 * time.Second, RetryBackoffMax: ingest.DefaultMaxRetryBackoff, HealthInterval: ingest.DefaultHealthInterval},
 		GRPCAddr:        ":7070",
 		HTTPAddr:        ":7080",
 		ConfigPoll:      2 * time.Second,
