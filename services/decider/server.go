@@ -66,6 +66,7 @@ type Server struct {
 	health           *health.Server
 	gatewayMux       *runtime.ServeMux
 	svc              *deciderService
+	shed             *shedder
 }
 
 // New builds the state, loads the configuration (an invalid file is a start-up error listing
@@ -126,7 +127,9 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
-	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary))
+	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
+	s.shed = shed
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary))
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
 	s.health = health.NewServer()
@@ -157,7 +160,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: shed.http(mux), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
