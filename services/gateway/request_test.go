@@ -32,6 +32,14 @@ func TestParseFacts(t *testing.T) {
 			&facts{model: "m", prompt: prompt{model: "m"}, known: &tokens{count: 3, ids: []uint32{1, 2, 3}}}, ""},
 		{"generate one list of ids", routeGenerate, `{"model":"m","input_ids":[[1,2]]}`,
 			&facts{model: "m", batch: 1, prompt: prompt{model: "m"}, known: &tokens{count: 2, ids: []uint32{1, 2}}}, ""},
+		{"sglang lora_path and cache_salt", routeGenerate, `{"model":"m","text":"x","lora_path":"sql-lora","cache_salt":"t-1"}`,
+			&facts{model: "m", lora: "sql-lora", cacheSalt: "t-1", prompt: prompt{model: "m", texts: []string{"x"}}}, ""},
+		{"batched lora_path takes the first", routeGenerate, `{"model":"m","text":["x","y"],"lora_path":["a",null]}`,
+			&facts{model: "m", batch: 2, lora: "a", prompt: prompt{model: "m", texts: []string{"x", "y"}}}, ""},
+		{"vllm cache_salt, null lora_path", routeChat, `{"model":"m","messages":[{"role":"user","content":"x"}],"cache_salt":"s","lora_path":null}`,
+			&facts{model: "m", cacheSalt: "s", prompt: prompt{model: "m", texts: []string{"x"}}}, ""},
+		{"bad lora_path", routeGenerate, `{"model":"m","text":"x","lora_path":5}`, nil, "invalid_lora_path"},
+		{"bad cache_salt", routeChat, `{"model":"m","messages":[],"cache_salt":{}}`, nil, "invalid_cache_salt"},
 		{"missing model", routeChat, `{"messages":[]}`, nil, "missing_model"},
 		{"not an object", routeChat, `[1]`, nil, "invalid_json"},
 		{"missing messages", routeChat, `{"model":"m"}`, nil, "missing_messages"},
@@ -151,7 +159,8 @@ func TestBootstrapInject(t *testing.T) {
 // accepts yields valid JSON carrying the room.
 func FuzzParseFacts(f *testing.F) {
 	for _, s := range []string{`{"model":"m","messages":[{"content":"x"}]}`, `{"model":"m","prompt":[1,2]}`,
-		`{"model":"m","text":["a"],"sampling_params":[{}]}`, `{"model":"m","input_ids":[[1],[2]]}`, `{}`, `{"model":"m","prompt":"\u00e9"} `} {
+		`{"model":"m","text":["a"],"sampling_params":[{}]}`, `{"model":"m","input_ids":[[1],[2]]}`, `{}`, `{"model":"m","prompt":"\u00e9"} `,
+		`{"model":"m","text":["a","b"],"lora_path":["x",null],"cache_salt":"s"}`, `{"model":"m","messages":[],"lora_path":"x"}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
