@@ -146,10 +146,16 @@ func (a *adminService) change(ctx context.Context, basedOn int64, edit func(*con
 	return snap, config.Summarize(doc, snap.Document), nil
 }
 
+// applyConfig replaces the whole document. An empty one (no body, {}, document "", a
+// misspelled field name that left document unset, a file of comments) is refused naming the
+// field: it would otherwise replace every bucket and engine with nothing.
 func (a *adminService) applyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
 	doc, err := config.Parse([]byte(in.GetDocument()), config.FormatAuto)
 	if err != nil {
 		return nil, err
+	}
+	if doc.IsEmpty() {
+		return nil, config.EmptyDocumentError("document")
 	}
 	prev, version, err := a.base(ctx, in.GetBasedOnVersion())
 	if err != nil {
@@ -372,6 +378,16 @@ func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
 		BootstrapPort: e.GetBootstrapPort(), Labels: maps.Clone(e.GetLabels())}
 	if w.Role == "" {
 		return w, &config.ValidationError{Problems: []config.Problem{{Path: "engine.role", Message: "role is unset; use ROLE_PLAIN, ROLE_PREFILL or ROLE_DECODE"}}}
+	}
+	// Check the engine on its own first, so problems name engine.id (not workers[7].id).
+	var ve *config.ValidationError
+	if err := (&config.Document{Workers: []config.WorkerSpec{w}}).Validate(); errors.As(err, &ve) {
+		for i, p := range ve.Problems {
+			if rest, ok := strings.CutPrefix(p.Path, "workers[0]"); ok {
+				ve.Problems[i].Path = "engine" + rest
+			}
+		}
+		return w, ve
 	}
 	return w, nil
 }

@@ -57,6 +57,9 @@ type Server struct {
 	ingestion    *ingestion // nil without -kafka-brokers
 	// configApplied is the unix nanos at which the configuration in force was applied.
 	configApplied atomic.Int64
+	// registryFromConfig is true while the registry holds the workers of the document in
+	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
+	registryFromConfig bool
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -131,7 +134,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux()
+	s.gatewayMux = runtime.NewServeMux(gatewayMarshaler())
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, grpcDecider{s: s.svc}); err != nil {
 		return nil, err
@@ -140,9 +143,9 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	authOpt := connect.WithInterceptors(auth.connectInterceptor())
-	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, authOpt))
-	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, authOpt))
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), connectCodecs())
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
@@ -189,7 +192,11 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 	if err := s.decider.Check(snap.Document); err != nil {
 		return err
 	}
-	if snap.Document.Workers != nil {
+	// A document that lists workers owns the registry. One that omits them leaves the registry
+	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
+	// document: those go too, so the document in force and the engines routed to never
+	// disagree (and a restart on this document would not bring them back either).
+	if snap.Document.Workers != nil || s.registryFromConfig {
 		workers, err := workersFromConfig(snap.Document.Workers)
 		if err != nil {
 			return err
@@ -197,6 +204,7 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 		if err := s.reg.Replace(workers); err != nil {
 			return err
 		}
+		s.registryFromConfig = snap.Document.Workers != nil
 	}
 	if err := s.decider.Apply(snap); err != nil {
 		return err
