@@ -194,10 +194,15 @@ func explainOf(err error) *decider.Explain {
 // grpcDecider is the native gRPC (and grpc-gateway) face of deciderService.
 type grpcDecider struct {
 	sluicev1.UnimplementedDeciderServiceServer
-	s *deciderService
+	s    *deciderService
+	auth *authenticator // checks REST calls, which grpc-gateway makes in process
 }
 
 func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	ctx, err := g.auth.rest(ctx, in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
 	out, err := g.s.decide(ctx, in)
 	if err != nil {
 		return nil, grpcError(err)
@@ -205,7 +210,10 @@ func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*s
 	return out, nil
 }
 
-func (g grpcDecider) Release(_ context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+func (g grpcDecider) Release(ctx context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	if _, err := g.auth.rest(ctx, in); err != nil {
+		return nil, grpcError(err)
+	}
 	out, err := g.s.release(in)
 	if err != nil {
 		return nil, grpcError(err)
