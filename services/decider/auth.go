@@ -7,7 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-		"os"
+	"os"
 	"strings"
 
 	"connectrpc.com/connect"
