@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/services/enginehealth"
 	"github.com/sluicehq/sluice/services/ingest"
+	"github.com/sluicehq/sluice/services/limits"
 	"github.com/sluicehq/sluice/state/pgstore"
 )
 
@@ -80,7 +81,7 @@ func DefaultConfig() Config {
 		ConfigPoll:      2 * time.Second,
 		LeaseTTL:        10 * time.Minute,
 		LoadFreshness:   5 * time.Second,
-		MaxTokenIDs:     2 << 20,
+		MaxTokenIDs:     limits.DefaultMaxTokenIDs,
 		ShutdownTimeout: 10 * time.Second,
 
 		PostgresConnectTimeout: 5 * time.Second,
@@ -109,7 +110,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "expire leases not released within this time")
 	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "how long an engine load report stays current")
 	fs.DurationVar(&c.ClockSkew, "clock-skew", c.ClockSkew, "tolerated clock skew of engine report capture times")
-	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry")
+	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry; every request size limit (gRPC, Connect, REST) is derived from it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
 	fs.StringVar(&c.PostgresDSN, "postgres-dsn", c.PostgresDSN, "Postgres configuration store (falls back to DATABASE_URL); empty = file store")
 	fs.StringVar(&c.ConfigSnapshot, "config-snapshot", c.ConfigSnapshot, "last-known configuration file served when Postgres is down at start-up; empty = beside -config; - = none")
@@ -168,8 +169,8 @@ func (c *Config) Validate() error {
 	if c.ClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("-clock-skew %v: must not be negative", c.ClockSkew))
 	}
-	if c.MaxTokenIDs <= 0 {
-		errs = append(errs, fmt.Errorf("-max-token-ids %d: must be positive", c.MaxTokenIDs))
+	if err := limits.Validate(c.MaxTokenIDs); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Health.Validate(); err != nil {
 		errs = append(errs, err)

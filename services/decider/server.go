@@ -34,6 +34,8 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/services/strictjson"
 	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
@@ -129,7 +131,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
-	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary))
+	sizes := limits.For(cfg.MaxTokenIDs)
+	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary), grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
 	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
@@ -137,7 +140,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux(gatewayMarshaler())
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), runtime.WithErrorHandler(restErrorHandler))
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
@@ -146,7 +149,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), connectCodecs())
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), strictjson.ConnectCodecs(),
+		connect.WithReadMaxBytes(int(sizes.MaxBodyBytes)), cappedGzip(sizes.MaxBodyBytes))
 	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
 	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
@@ -161,7 +165,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {

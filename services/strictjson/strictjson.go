@@ -1,9 +1,12 @@
-package decider
+// Package strictjson is the JSON decoding of every REST (grpc-gateway) and Connect endpoint of
+// the decider and the gateway: unknown fields and unknown enum names are refused.
+package strictjson
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -22,14 +25,14 @@ var strictUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 
 // badJSON rewords a protojson error so it says what to fix.
 func badJSON(m proto.Message, err error) error {
-	return fmt.Errorf("request body is not a valid %s: %w; field names are the proto names (or their lowerCamelCase JSON names) "+
+	return fmt.Errorf("request body is not a valid %s: %s; field names are the proto names (or their lowerCamelCase JSON names) "+
 		"of the request, enum values their full names — unknown fields are refused, check the spelling against /openapi.json",
-		m.ProtoReflect().Descriptor().FullName(), err)
+		m.ProtoReflect().Descriptor().FullName(), clip(err.Error(), 512))
 }
 
-// gatewayMarshaler is grpc-gateway's default marshaler (JSON with unpopulated fields emitted,
+// GatewayMarshaler is grpc-gateway's default marshaler (JSON with unpopulated fields emitted,
 // google.api.HttpBody passed through) with strict decoding.
-func gatewayMarshaler() runtime.ServeMuxOption {
+func GatewayMarshaler() runtime.ServeMuxOption {
 	return runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &strictJSONPb{
 		JSONPb: runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true}, UnmarshalOptions: strictUnmarshal},
 	}})
@@ -65,8 +68,8 @@ type strictConnectJSON struct{ name string }
 
 var _ connect.Codec = strictConnectJSON{}
 
-// connectCodecs replaces Connect's JSON codecs on a handler.
-func connectCodecs() connect.HandlerOption {
+// ConnectCodecs replaces Connect's JSON codecs on a handler.
+func ConnectCodecs() connect.HandlerOption {
 	return connect.WithHandlerOptions(
 		connect.WithCodec(strictConnectJSON{name: "json"}),
 		connect.WithCodec(strictConnectJSON{name: "json; charset=utf-8"}),
@@ -95,4 +98,17 @@ func (c strictConnectJSON) Unmarshal(data []byte, v any) error {
 		return badJSON(m, err)
 	}
 	return nil
+}
+
+// clip shortens s to at most n bytes (on a UTF-8 boundary): decode errors quote field names,
+// which a caller may make a megabyte long.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }
