@@ -100,6 +100,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Health.ProbeFailures, "probe-failures", c.Health.ProbeFailures, "consecutive failed probes that make an engine unhealthy")
 	fs.IntVar(&c.Health.ProbeSuccesses, "probe-successes", c.Health.ProbeSuccesses, "consecutive good probes that make it healthy again")
 	fs.IntVar(&c.Health.BreakerFailures, "breaker-failures", c.Health.BreakerFailures, "consecutive dispatch failures (reported through Release) that open an engine's circuit breaker; 0 disables")
+	fs.BoolVar(&c.Health.TrustNewEngines, "trust-new-engines", c.Health.TrustNewEngines, "make a newly registered engine a candidate before its first successful health probe (default: it waits for one)")
 	fs.DurationVar(&c.Health.BreakerCoolDown, "breaker-cool-down", c.Health.BreakerCoolDown, "how long an open breaker keeps the engine out before one trial dispatch")
 	c.Ingest.registerFlags(fs)
 	fs.DurationVar(&c.AffinitySweep, "affinity-sweep", c.AffinitySweep, "how often idle session/sticky bindings are dropped")

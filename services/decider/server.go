@@ -287,6 +287,12 @@ func since(t time.Time) string {
 // Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
 // listeners stop accepting, in-flight calls finish or are cut at the deadline.
 func (s *Server) Run(ctx context.Context) error {
+	if s.cfg.Health.ProbeInterval > 0 {
+		// New engines are unproven until a probe passes: probe once before serving (bounded
+		// by -probe-timeout; early connections wait in the listen backlog), so a fresh decider
+		// does not refuse every Decide for a probe interval.
+		s.engineHealth.ProbeAll(ctx)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
