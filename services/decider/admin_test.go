@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,7 @@ func pgConfig(t testing.TB, dsn string) Config {
 	cfg.PostgresDSN, cfg.ConfigPath = dsn, "testdata/two-buckets.yaml"
 	cfg.ConfigSnapshot = filepath.Join(t.TempDir(), "last-known.json")
 	cfg.AdminTokens, cfg.ViewerTokens = adminToken, viewerToken
+	cfg.Health.ProbeInterval = 0 // the test engines are not reachable: nothing would ever prove them
 	return cfg
 }
 
@@ -314,7 +316,8 @@ func TestAuthGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.AdminTokensFile, cfg.DecideToken = tokens, "decide-secret"
-	srv := startWith(t, cfg) // file store: auth does not depend on the store
+	cfg.Health.ProbeInterval = 0 // the test engines are not reachable: nothing would ever prove them
+	srv := startWith(t, cfg)     // file store: auth does not depend on the store
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +386,33 @@ func TestOutagePostgres(t *testing.T) {
 	}
 	if !hasRetry {
 		t.Error("Unavailable carries no RetryInfo")
+	}
+	if ce.Meta().Get("Retry-After") == "" {
+		t.Error("Connect Unavailable carries no Retry-After header")
+	}
+	// REST: the retry hint is a Retry-After header too, and the message names no database
+	// user, database or address (it used to carry the pgx connect error).
+	req, _ := http.NewRequest("PUT", "http://"+a.HTTPAddr()+"/v1/admin/config", strings.NewReader(`{"document": `+string(mustJSON(threeBuckets))+`}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	hresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(hresp.Body)
+	hresp.Body.Close()
+	if hresp.StatusCode != http.StatusServiceUnavailable || hresp.Header.Get("Retry-After") == "" {
+		t.Errorf("REST PUT /v1/admin/config during the outage = %d, Retry-After %q; want 503 with Retry-After", hresp.StatusCode, hresp.Header.Get("Retry-After"))
+	}
+	u, perr := url.Parse(dsn)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	for _, secret := range []string{u.Host, u.Port(), strings.TrimPrefix(u.Path, "/"), "user=" + u.User.Username(), u.Hostname()} {
+		for _, msg := range []string{string(raw), ce.Message()} {
+			if secret != "" && strings.Contains(msg, secret) {
+				t.Errorf("Unavailable message reveals %q: %s", secret, msg)
+			}
+		}
 	}
 
 	testenv.StartPostgres(t)

@@ -2,6 +2,8 @@ package decider
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,5 +113,85 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReleaseAffectsOnlyTheLeasedEngines: an operator found that five Releases of a lease id
+// that does not exist, naming a healthy engine as failed, opened its breaker. Release now only
+// touches the engines of the lease it really releases, and only those the lease held.
+func TestReleaseAffectsOnlyTheLeasedEngines(t *testing.T) {
+	srv := startServer(t, "testdata/two-buckets.yaml")
+	c := grpcClient(t, srv)
+	ctx := context.Background()
+	for i := range 10 { // twice the default -breaker-failures
+		rel, err := c.Release(ctx, &sluicev1.ReleaseRequest{LeaseId: fmt.Sprintf("no-such-lease-%d", i),
+			Outcome: sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, FailedEngineIds: []string{"a1", "d1"}})
+		if err != nil || rel.GetReleased() {
+			t.Fatalf("Release(unknown lease) = %v, %v; want released=false", rel, err)
+		}
+	}
+	for i := range 10 { // real leases on a1 (bucket short), naming a2, which they never held
+		resp, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "chat", InputTokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetPick().GetPlain().GetEngineId(); got != "a1" {
+			t.Fatalf("Decide #%d picked %s, want a1", i, got)
+		}
+		if _, err := c.Release(ctx, &sluicev1.ReleaseRequest{LeaseId: resp.GetLeaseId(),
+			Outcome: sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, FailedEngineIds: []string{"a2", "ghost"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, e := range listEngines(t, srv) {
+		if !e.GetHealthy() {
+			t.Errorf("engine %s unhealthy (%q) after Releases that never named it with a lease it held", id, e.GetHealthReason())
+		}
+	}
+	for _, id := range []string{"a1", "a2", "d1", "ghost"} {
+		if st := srv.engineHealth.State(id); st.Breaker != "closed" {
+			t.Errorf("breaker of %s = %s, want closed", id, st.Breaker)
+		}
+	}
+}
+
+// TestNewEngineNobodyListensOnGetsNoPicks: an engine registered through the admin API started
+// healthy, so one at an address where nothing listens got picks until enough probes failed. It
+// is unproven now until a probe passes; the engine proven at start keeps serving.
+func TestNewEngineNobodyListensOnGetsNoPicks(t *testing.T) {
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer live.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	cfg := fileConfig(t)
+	doc := "workers:\n  - {id: live, url: \"" + live.URL + "\", models: [m], role: plain}\ndefault_policy:\n  plain: {type: round_robin}\n"
+	if err := os.WriteFile(cfg.ConfigPath, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Health.ProbeInterval = time.Hour // the probe before serving proves live; no other runs
+	srv := startWith(t, cfg)
+	body := `{"engine": {"id": "ghost", "url": "` + dead + `", "models": ["m"], "role": "ROLE_PLAIN"}}`
+	if status, resp := restCall(t, srv, "POST", "/v1/admin/engines", adminToken, body); status != 200 {
+		t.Fatalf("register ghost = %d %v", status, resp)
+	}
+	waitFor(t, func() bool { _, ok := srv.Registry().Snapshot().Get("ghost"); return ok })
+	c := grpcClient(t, srv)
+	for i := range 10 {
+		resp, err := c.Decide(context.Background(), &sluicev1.DecideRequest{Model: "m", InputTokens: 1, DryRun: true})
+		if err != nil {
+			t.Fatalf("Decide #%d: %v", i, err)
+		}
+		if got := resp.GetPick().GetPlain().GetEngineId(); got != "live" {
+			t.Fatalf("Decide #%d picked %s, want live: ghost was never probed successfully", i, got)
+		}
+	}
+	_, resp := restCall(t, srv, "GET", "/v1/admin/engines/ghost", viewerToken, "")
+	e, _ := resp["engine"].(map[string]any)
+	if reason, _ := e["healthReason"].(string); e["healthy"] != false || !strings.Contains(reason, "unproven") {
+		t.Errorf("GET /v1/admin/engines/ghost = %v, want unhealthy and unproven", resp)
 	}
 }

@@ -34,6 +34,8 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/services/strictjson"
 	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
@@ -59,6 +61,9 @@ type Server struct {
 	ingestion    *ingestion // nil without -kafka-brokers
 	// configApplied is the unix nanos at which the configuration in force was applied.
 	configApplied atomic.Int64
+	// registryFromConfig is true while the registry holds the workers of the document in
+	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
+	registryFromConfig bool
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -129,30 +134,34 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 
 	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
 	s.shed = shed
-	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary))
-	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
-	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
+	sizes := limits.For(cfg.MaxTokenIDs)
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary),
+		grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
+	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
+	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
+	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux()
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), runtime.WithErrorHandler(restErrorHandler))
 	ctx := context.Background()
-	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, grpcDecider{s: s.svc}); err != nil {
+	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
 	}
-	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, grpcAdmin{a: admin}); err != nil {
+	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, gAdmin); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	authOpt := connect.WithInterceptors(auth.connectInterceptor())
-	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, authOpt))
-	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, authOpt))
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), strictjson.ConnectCodecs(),
+		connect.WithReadMaxBytes(int(sizes.MaxBodyBytes)), cappedGzip(sizes.MaxBodyBytes))
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle("/v1/", auth.gateway(s.gatewayMux))
+	mux.Handle("/v1/", s.gatewayMux) // authorized in the service methods (authenticator.rest)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -160,7 +169,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: shed.http(mux), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	// Shedding comes first: a shed call costs no body read.
+	s.httpServer = &http.Server{Handler: shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -194,7 +204,11 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 	if err := s.decider.Check(snap.Document); err != nil {
 		return err
 	}
-	if snap.Document.Workers != nil {
+	// A document that lists workers owns the registry. One that omits them leaves the registry
+	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
+	// document: those go too, so the document in force and the engines routed to never
+	// disagree (and a restart on this document would not bring them back either).
+	if snap.Document.Workers != nil || s.registryFromConfig {
 		workers, err := workersFromConfig(snap.Document.Workers)
 		if err != nil {
 			return err
@@ -202,6 +216,7 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 		if err := s.reg.Replace(workers); err != nil {
 			return err
 		}
+		s.registryFromConfig = snap.Document.Workers != nil
 	}
 	if err := s.decider.Apply(snap); err != nil {
 		return err
@@ -277,6 +292,12 @@ func since(t time.Time) string {
 // Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
 // listeners stop accepting, in-flight calls finish or are cut at the deadline.
 func (s *Server) Run(ctx context.Context) error {
+	if s.cfg.Health.ProbeInterval > 0 {
+		// New engines are unproven until a probe passes: probe once before serving (bounded
+		// by -probe-timeout; early connections wait in the listen backlog), so a fresh decider
+		// does not refuse every Decide for a probe interval.
+		s.engineHealth.ProbeAll(ctx)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
