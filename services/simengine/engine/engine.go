@@ -135,6 +135,9 @@ type Engine struct {
 	waitingUncached int64
 	prefillTokens   int64 // cumulative uncached prompt tokens prefilled
 	prefillBusy     time.Duration
+	promptTokens    int64 // cumulative prompt tokens looked up in the cache
+	cachedTokens    int64 // cumulative prompt tokens found there
+	decoding        int   // running requests past their prefill
 }
 
 // New returns an idle engine with an empty cache.
@@ -282,6 +285,14 @@ func (r *Run) run(ctx context.Context) {
 		return
 	}
 	e.endPrefill(r, uncached, prefill)
+	e.mu.Lock()
+	e.decoding++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.decoding--
+		e.mu.Unlock()
+	}()
 
 	tpot := e.scale(e.cfg.DecodeMsPerToken * float64(time.Millisecond))
 	seed := promptHash(r.prompt)
@@ -377,6 +388,8 @@ func (e *Engine) beginPrefill(r *Run) int {
 	defer e.mu.Unlock()
 	n := e.cache.matched(r.hashes)
 	e.cache.touch(r.hashes[:n])
+	e.promptTokens += int64(len(r.prompt))
+	e.cachedTokens += int64(n * e.cfg.BlockSize)
 	return n * e.cfg.BlockSize
 }
 
@@ -418,6 +431,12 @@ type Load struct {
 	PrefillUncachedTokensTotal, PrefillBusyMicrosTotal int64
 	// CachedBlocks is the number of blocks in the prefix cache.
 	CachedBlocks int64
+	// PromptTokensTotal counts the prompt tokens looked up in the prefix cache since start and
+	// CachedTokensTotal those found there (vLLM's prefix-cache queries and hits). A decode
+	// engine looks nothing up.
+	PromptTokensTotal, CachedTokensTotal int64
+	// Decoding is the number of running requests past their prefill, generating tokens.
+	Decoding int64
 }
 
 // Load returns the current load.
@@ -430,7 +449,9 @@ func (e *Engine) Load() Load {
 		WaitingUncachedTokens: e.waitingUncached, TotalTokens: e.kvUsed + e.waitingUncached,
 		MaxRunning:                 int64(e.cfg.MaxRunning),
 		PrefillUncachedTokensTotal: e.prefillTokens, PrefillBusyMicrosTotal: e.prefillBusy.Microseconds(),
-		CachedBlocks: int64(e.cache.len()),
+		CachedBlocks:      int64(e.cache.len()),
+		PromptTokensTotal: e.promptTokens, CachedTokensTotal: e.cachedTokens,
+		Decoding: int64(e.decoding),
 	}
 }
 

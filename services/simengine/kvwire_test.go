@@ -1,0 +1,182 @@
+package simengine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/sluicehq/sluice/services/simengine/engine"
+	"github.com/sluicehq/sluice/state/kvevents"
+)
+
+// wantDecoded is what state/kvevents should make of the engine events the sim stored.
+func wantDecoded(evs []engine.Event) []kvevents.Event {
+	out := make([]kvevents.Event, 0, len(evs))
+	for _, ev := range evs {
+		switch ev.Kind {
+		case engine.BlockStored:
+			out = append(out, kvevents.Event{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
+				BlockHashes: ev.BlockHashes, ParentHash: ev.ParentHash, HasParent: ev.HasParent,
+				TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, Medium: kvevents.MediumGPU,
+			}})
+		case engine.BlockRemoved:
+			out = append(out, kvevents.Event{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{
+				BlockHashes: ev.BlockHashes, Medium: kvevents.MediumGPU,
+			}})
+		case engine.AllBlocksCleared:
+			out = append(out, kvevents.Event{Kind: kvevents.KindAllBlocksCleared})
+		}
+	}
+	return out
+}
+
+func sampleEvents() []engine.Event {
+	return []engine.Event{
+		{Kind: engine.BlockStored, BlockHashes: []uint64{15760518052499183552, 7}, TokenIDs: []uint32{1, 2, 3, 4, 151644, 6, 7, 8}, BlockSize: 4},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{1 << 63}, ParentHash: 7, HasParent: true, TokenIDs: []uint32{9, 10, 11, 12}, BlockSize: 4},
+		{Kind: engine.BlockRemoved, BlockHashes: []uint64{15760518052499183552, 1<<64 - 1}},
+		{Kind: engine.AllBlocksCleared},
+	}
+}
+
+// TestEncodeKVBatchRoundTrip decodes both wire forms with the decider's own decoder and
+// expects exactly the events the simulated cache emitted: no skipped or ignored records.
+func TestEncodeKVBatchRoundTrip(t *testing.T) {
+	at := time.Unix(1789095808, 837884700)
+	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
+		t.Run(format, func(t *testing.T) {
+			evs := sampleEvents()
+			payload, err := encodeKVBatch(format, at, 0, evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kvevents.DecodeMsgpack(payload)
+			if err != nil {
+				t.Fatalf("DecodeMsgpack: %v", err)
+			}
+			if len(got.Skipped) != 0 || got.Ignored != 0 {
+				t.Fatalf("DecodeMsgpack skipped %v, ignored %d; want none", got.Skipped, got.Ignored)
+			}
+			want := kvevents.Batch{DPRank: 0, HasRank: true, Events: wantDecoded(evs)}
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(kvevents.Batch{}, "Time")); diff != "" {
+				t.Errorf("DecodeMsgpack(encodeKVBatch(%s)) mismatch (-want +got):\n%s", format, diff)
+			}
+			if d := got.Time.Sub(at).Abs(); d > time.Microsecond {
+				t.Errorf("batch time %v, want %v", got.Time, at)
+			}
+		})
+	}
+}
+
+// TestEncodeKVBatchShape checks the layout a consumer written against the engines would
+// see: vLLM's map keys in order and its uint64 hashes, SGLang's negative int64 hashes.
+func TestEncodeKVBatchShape(t *testing.T) {
+	evs := sampleEvents()[:1]
+	for _, tc := range []struct {
+		format string
+		want   []any
+	}{
+		{KVEventsVLLM, []any{"type", "BlockStored", "block_hashes", []any{uint64(15760518052499183552), uint64(7)},
+			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4, 151644, 6, 7, 8}, "block_size", 4, "lora_id", nil,
+			"medium", "GPU", "lora_name", nil, "extra_keys", []any{nil, nil}, "group_idx", 0, "kv_cache_spec_kind", "full_attention"}},
+		{KVEventsSGLang, []any{"type", "BlockStored", "block_hashes", []any{int64(-2686226021210368064), 7},
+			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4, 151644, 6, 7, 8}, "block_size", 4, "lora_id", nil,
+			"medium", "GPU"}},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			payload, err := encodeKVBatch(tc.format, time.Unix(1, 0), 3, evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, err := decodeGeneric(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batch) != 3 || normalise(batch[2]) != uint64(3) {
+				t.Fatalf("batch %v: want [ts, events, 3]", batch)
+			}
+			if diff := cmp.Diff(normalise(tc.want), normalise(batch[1].([]any)[0])); diff != "" {
+				t.Errorf("event mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// decodeGeneric decodes a msgpack value keeping map keys in order: a map becomes the flat
+// []any{k1, v1, k2, v2, …}.
+func decodeGeneric(b []byte) ([]any, error) {
+	d := msgpack.NewDecoder(bytes.NewReader(b))
+	v, err := decodeOrdered(d)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := v.([]any)
+	return out, nil
+}
+
+func decodeOrdered(d *msgpack.Decoder) (any, error) {
+	c, err := d.PeekCode()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		n, err := d.DecodeMapLen()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, 0, 2*n)
+		for range 2 * n {
+			v, err := decodeOrdered(d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		n, err := d.DecodeArrayLen()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, 0, n)
+		for range n {
+			v, err := decodeOrdered(d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	v, err := d.DecodeInterfaceLoose()
+	return v, err
+}
+
+// normalise makes integers comparable whatever width msgpack chose: non-negative ones become
+// uint64, negative ones int64.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalise(e)
+		}
+		return out
+	case int:
+		return normalise(int64(x))
+	case int64:
+		if x < 0 {
+			return x
+		}
+		return uint64(x)
+	case uint64:
+		return x
+	}
+	return v
+}
