@@ -49,8 +49,26 @@ type Config struct {
 	LoadInterval time.Duration
 	KVInterval   time.Duration
 
-	// MetricsNaming is sglang or vllm.
+	// MetricsNaming is sglang or vllm: the engine whose /metrics names and labels the sim
+	// imitates, and the default of KVEventsFormat.
 	MetricsNaming string
+
+	// KVEventsEndpoint is the ZMQ PUB endpoint of the KV-event stream, like the "endpoint" of
+	// vLLM's and SGLang's --kv-events-config: tcp://*:PORT binds; tcp://HOST:PORT connects
+	// to a subscriber that binds (sluice enginelink's bound mode); ipc:// and inproc:// bind.
+	// Empty publishes no KV events over ZMQ.
+	KVEventsEndpoint string
+	// KVEventsTopic fills the topic frame of every message. The engines default to "";
+	// enginelink's bound mode expects "kv@<engine id>@<model>" to tell engines apart.
+	KVEventsTopic string
+	// KVEventsFormat is the payload: vllm (vLLM 0.33) or sglang (SGLang 0.5.23); empty
+	// follows MetricsNaming.
+	KVEventsFormat string
+	// KVReplayEndpoint is the ROUTER replay endpoint (vLLM's replay_endpoint; it always
+	// binds); empty serves no replay.
+	KVReplayEndpoint string
+	// KVReplayBuffer is how many published batches the replay socket can resend.
+	KVReplayBuffer int
 
 	BlockSize           int
 	CacheBlocks         int
@@ -79,6 +97,7 @@ func DefaultConfig() Config {
 		LoadInterval:        500 * time.Millisecond,
 		KVInterval:          50 * time.Millisecond,
 		MetricsNaming:       NamingSGLang,
+		KVReplayBuffer:      DefaultKVReplayBuffer,
 		BlockSize:           engine.DefaultBlockSize,
 		CacheBlocks:         engine.DefaultCacheBlocks,
 		MaxRunning:          engine.DefaultMaxRunning,
@@ -105,7 +124,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KVFormat, "kv-format", c.KVFormat, "KV-event payload: proto (sluice.v1.KvEventBatch) or vllm-msgpack")
 	fs.DurationVar(&c.LoadInterval, "load-interval", c.LoadInterval, "load report period")
 	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period")
-	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "/metrics naming: sglang or vllm")
+	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "engine imitated by /metrics (names, labels) and the default KV-event format: sglang or vllm")
+	fs.StringVar(&c.KVEventsEndpoint, "kv-events-endpoint", c.KVEventsEndpoint, "ZMQ PUB endpoint for KV events (vLLM/SGLang wire): tcp://*:PORT binds, tcp://HOST:PORT connects to a bound subscriber, ipc:// and inproc:// bind; empty = off")
+	fs.StringVar(&c.KVEventsTopic, "kv-events-topic", c.KVEventsTopic, "topic frame of every KV-event message; enginelink's bound mode expects kv@<engine id>@<model>")
+	fs.StringVar(&c.KVEventsFormat, "kv-events-format", c.KVEventsFormat, "KV-event payload over ZMQ: vllm or sglang (empty = as -metrics-naming)")
+	fs.StringVar(&c.KVReplayEndpoint, "kv-replay-endpoint", c.KVReplayEndpoint, "ZMQ ROUTER replay endpoint (binds), e.g. tcp://*:5558; empty = no replay")
+	fs.IntVar(&c.KVReplayBuffer, "kv-replay-buffer", c.KVReplayBuffer, "KV-event batches kept for replay")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests running at once; the rest queue")
@@ -151,6 +175,24 @@ func (c *Config) Validate() error {
 	if c.MetricsNaming != NamingSGLang && c.MetricsNaming != NamingVLLM {
 		errs = append(errs, fmt.Errorf("-metrics-naming %q: use %s or %s", c.MetricsNaming, NamingSGLang, NamingVLLM))
 	}
+	if c.KVEventsEndpoint != "" {
+		if err := validateZMQEndpoint("kv-events-endpoint", c.KVEventsEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.KVReplayEndpoint != "" {
+		if c.KVEventsEndpoint == "" {
+			errs = append(errs, errors.New("-kv-replay-endpoint: needs -kv-events-endpoint (replay resends the PUB stream)"))
+		} else if err := validateZMQEndpoint("kv-replay-endpoint", c.KVReplayEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f := c.KVEventsFormat; f != "" && f != KVEventsVLLM && f != KVEventsSGLang {
+		errs = append(errs, fmt.Errorf("-kv-events-format %q: use %s or %s (or leave it empty to follow -metrics-naming)", f, KVEventsVLLM, KVEventsSGLang))
+	}
+	if c.KVReplayBuffer <= 0 {
+		errs = append(errs, fmt.Errorf("-kv-replay-buffer %d: must be positive (vLLM keeps %d)", c.KVReplayBuffer, DefaultKVReplayBuffer))
+	}
 	if len(c.Brokers()) > 0 {
 		if c.LoadTopic == "" || c.KVTopic == "" {
 			errs = append(errs, errors.New("-load-topic and -kv-topic: must not be empty when -kafka-brokers is set"))
@@ -184,6 +226,17 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// kvEventsFormat is KVEventsFormat with its default applied.
+func (c *Config) kvEventsFormat() string {
+	if c.KVEventsFormat != "" {
+		return c.KVEventsFormat
+	}
+	if c.MetricsNaming == NamingVLLM {
+		return KVEventsVLLM
+	}
+	return KVEventsSGLang
 }
 
 func (c *Config) engineConfig(sink engine.Sink) engine.Config {

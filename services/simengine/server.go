@@ -36,7 +36,8 @@ type Server struct {
 	cfg     Config
 	role    engine.Role
 	engine  *engine.Engine
-	pub     *Publisher // nil without -kafka-brokers
+	pub     *Publisher      // nil without -kafka-brokers
+	kvZMQ   *zmqKVPublisher // nil without -kv-events-endpoint
 	started time.Time
 
 	failed atomic.Bool
@@ -59,12 +60,20 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.failed.Store(cfg.StartFailed)
 
 	promReg := prometheus.NewRegistry()
-	var sink engine.Sink
+	var sinks []engine.Sink
 	if brokers := cfg.Brokers(); len(brokers) > 0 {
 		s.pub = newPublisher(s.logger, cfg, brokers, promReg)
-		sink = s.pub.enqueueKV
+		sinks = append(sinks, s.pub.enqueueKV)
 	}
-	eng, err := engine.New(cfg.engineConfig(sink))
+	if cfg.KVEventsEndpoint != "" {
+		z, err := newZMQKVPublisher(s.logger, cfg, 0, promReg)
+		if err != nil {
+			return nil, err
+		}
+		s.kvZMQ = z
+		sinks = append(sinks, z.enqueue)
+	}
+	eng, err := engine.New(cfg.engineConfig(fanOut(sinks)))
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +126,34 @@ func (s *Server) BootstrapPort() int {
 	return s.bootLis.Addr().(*net.TCPAddr).Port
 }
 
+// KVEventsEndpoints waits until Run has set up the KV-event sockets and returns endpoints a
+// local subscriber can use: the PUB's (a bound wildcard as tcp://127.0.0.1:PORT, so an
+// ephemeral port 0 is resolved; a connecting PUB's target as given) and the replay socket's
+// ("" without replay). It returns ErrNoKVEvents when KV events over ZMQ are off, and the
+// bind error if Run could not bind.
+func (s *Server) KVEventsEndpoints(ctx context.Context) (pub, replay string, err error) {
+	if s.kvZMQ == nil {
+		return "", "", ErrNoKVEvents
+	}
+	return s.kvZMQ.endpoints(ctx)
+}
+
+// fanOut returns a Sink giving every event slice to each of sinks (nil without any). Sinks
+// only read the events.
+func fanOut(sinks []engine.Sink) engine.Sink {
+	switch len(sinks) {
+	case 0:
+		return nil
+	case 1:
+		return sinks[0]
+	}
+	return func(evs []engine.Event) {
+		for _, s := range sinks {
+			s(evs)
+		}
+	}
+}
+
 // Engine is the simulated engine, for embedding and tests.
 func (s *Server) Engine() *engine.Engine { return s.engine }
 
@@ -140,13 +177,16 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.pub != nil {
 		g.Go(func() error { return s.pub.Run(gctx) })
 	}
+	if s.kvZMQ != nil {
+		g.Go(func() error { return s.kvZMQ.Run(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		return s.shutdown()
 	})
 	s.logger.Info("simengine serving", slog.String("addr", s.Addr()), slog.String("role", s.role.String()),
 		slog.String("model", s.cfg.Model), slog.Int("bootstrap_port", s.BootstrapPort()),
-		slog.Bool("publishing", s.pub != nil))
+		slog.Bool("kafka", s.pub != nil), slog.String("kv_events_endpoint", s.cfg.KVEventsEndpoint))
 	return g.Wait()
 }
 

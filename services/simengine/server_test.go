@@ -444,10 +444,27 @@ func TestBodyLimit(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Role, cfg.KVFormat, cfg.MetricsNaming, cfg.Speed = "both", "json", "tgi", 0
+	cfg.KVEventsEndpoint, cfg.KVEventsFormat, cfg.KVReplayEndpoint, cfg.KVReplayBuffer = "tcp://:5557", "dynamo", "udp://x:1", 0
 	err := cfg.Validate()
-	for _, flag := range []string{"-role", "-kv-format", "-metrics-naming", "-speed"} {
+	for _, flag := range []string{"-role", "-kv-format", "-metrics-naming", "-speed",
+		"-kv-events-endpoint", "-kv-events-format", "-kv-replay-endpoint", "-kv-replay-buffer"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("Validate error %v does not name %s", err, flag)
+		}
+	}
+}
+
+func TestConfigValidateReplayNeedsPUB(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.KVReplayEndpoint = "tcp://*:5558"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "needs -kv-events-endpoint") {
+		t.Errorf("Validate() = %v, want -kv-replay-endpoint to need -kv-events-endpoint", err)
+	}
+	for _, ep := range []string{"tcp://*:5557", "tcp://10.0.0.1:5557", "tcp://[::1]:5557", "ipc:///tmp/kv", "inproc://kv"} {
+		cfg := DefaultConfig()
+		cfg.KVEventsEndpoint, cfg.KVReplayEndpoint = ep, "tcp://*:5558"
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(-kv-events-endpoint %s) = %v, want nil", ep, err)
 		}
 	}
 }
