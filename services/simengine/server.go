@@ -81,7 +81,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if s.pub != nil {
 		s.pub.load = eng.Load
 	}
-	registerEngineMetrics(promReg, cfg, eng, &s.failed)
+	registerEngineMetrics(promReg, cfg, 0, 1, eng, &s.failed)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.generation(kindChat))
@@ -89,8 +89,17 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /generate", s.generation(kindGenerate))
 	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("GET /v1/models", s.models)
-	mux.HandleFunc("GET /v1/loads", s.loads)
-	mux.HandleFunc("GET /get_load", s.loads)
+	// Routes only one of the two engines has: routers probe them to tell the engines apart.
+	if cfg.MetricsNaming == NamingSGLang {
+		mux.HandleFunc("GET /v1/loads", s.loads)
+		mux.HandleFunc("GET /server_info", s.serverInfo)
+		mux.HandleFunc("GET /get_server_info", s.serverInfo)
+		mux.HandleFunc("GET /model_info", s.modelInfo)
+		mux.HandleFunc("GET /get_model_info", s.modelInfo)
+		mux.HandleFunc("GET /health_generate", s.healthGenerate)
+	} else {
+		mux.HandleFunc("GET /version", s.version)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("POST /admin/fail", s.setFailed(true))
