@@ -39,7 +39,8 @@ type Config struct {
 	// StartFailed starts the engine unhealthy (as after POST /admin/fail).
 	StartFailed bool
 
-	// KafkaBrokers, comma-separated; empty publishes nothing.
+	// KafkaBrokers, comma-separated: the sim writes sluice's own LoadReport and KV records there
+	// itself, bypassing enginelink. Empty writes nothing to Kafka (what a real engine does).
 	KafkaBrokers string
 	LoadTopic    string
 	KVTopic      string
@@ -118,12 +119,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BootstrapPort, "bootstrap-port", c.BootstrapPort, "prefill role: KV bootstrap listen port (0 = any free port)")
 	fs.BoolVar(&c.CheckBootstrap, "check-bootstrap", c.CheckBootstrap, "decode role: connect to the request's bootstrap host:port and fail the request if it cannot")
 	fs.BoolVar(&c.StartFailed, "fail", c.StartFailed, "start unhealthy: /health and the generation routes answer 503 until POST /admin/recover")
-	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "comma-separated Kafka brokers; empty = publish nothing")
+	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "comma-separated Kafka brokers the sim writes sluice's own load and KV records to, bypassing enginelink; empty = no Kafka (a real engine has none: use -kv-events-endpoint)")
 	fs.StringVar(&c.LoadTopic, "load-topic", c.LoadTopic, "Kafka topic for LoadReport records")
 	fs.StringVar(&c.KVTopic, "kv-topic", c.KVTopic, "Kafka topic for KV-event records")
 	fs.StringVar(&c.KVFormat, "kv-format", c.KVFormat, "KV-event payload: proto (sluice.v1.KvEventBatch) or vllm-msgpack")
 	fs.DurationVar(&c.LoadInterval, "load-interval", c.LoadInterval, "load report period")
-	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period")
+	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period (Kafka and ZMQ)")
 	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "engine imitated by /metrics (names, labels) and the default KV-event format: sglang or vllm")
 	fs.StringVar(&c.KVEventsEndpoint, "kv-events-endpoint", c.KVEventsEndpoint, "ZMQ PUB endpoint for KV events (vLLM/SGLang wire): tcp://*:PORT binds, tcp://HOST:PORT connects to a bound subscriber, ipc:// and inproc:// bind; empty = off")
 	fs.StringVar(&c.KVEventsTopic, "kv-events-topic", c.KVEventsTopic, "topic frame of every KV-event message; enginelink's bound mode expects kv@<engine id>@<model>")

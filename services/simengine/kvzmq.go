@@ -242,8 +242,9 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 		g.Go(func() error { return p.serveReplay(sctx, router) })
 	}
 	p.setReady(nil)
-	p.logger.Info("publishing KV events over ZMQ", slog.String("endpoint", p.pubAddr), slog.Bool("binds", bind),
-		slog.String("replay_endpoint", p.repAddr), slog.String("topic", string(p.topic)), slog.String("format", p.format))
+	p.logger.Info("publishing KV events over ZMQ", slog.String("endpoint", p.endpoint), slog.Bool("binds", bind),
+		slog.String("local_endpoint", p.pubAddr), slog.String("replay_endpoint", p.repAddr),
+		slog.String("topic", string(p.topic)), slog.String("format", p.format))
 
 	var seq uint64
 	t := time.NewTicker(p.interval)

@@ -1,11 +1,35 @@
-// Package simengine is a simulated LLM inference engine behind the HTTP API of vLLM and SGLang:
-// OpenAI chat and text completions (streaming too), SGLang's /generate, /tokenize, /v1/models,
-// SGLang's /v1/loads, Prometheus /metrics in SGLang or vLLM naming, and /health with admin
-// switches for tests. Roles plain, prefill (with a KV bootstrap port) and decode follow SGLang's
-// PD disaggregation. The model itself (queue, latency, prefix cache) is package engine; a
-// Publisher sends its load reports and KV events to Kafka as a real engine's adapters would.
+// Package simengine is a simulated LLM inference engine that speaks the wire of vLLM 0.33 and
+// SGLang 0.5.23 (spec/WIRE.md), so sluice's production path — engine → ZMQ → sluice
+// enginelink → Kafka → decider — runs without a GPU. The model itself (queue, latency, prefix
+// cache) is package engine; -metrics-naming picks the engine imitated.
 //
-// Dev mode and end-to-end tests embed it: New binds the listeners, Run serves.
+// HTTP, both flavours: OpenAI /v1/chat/completions and /v1/completions (streaming too),
+// SGLang's /generate, /tokenize, /v1/models, /health, Prometheus /metrics, and admin switches
+// for tests (/admin/fail, /admin/recover, /admin/reset-cache, /admin/last-request,
+// /admin/info). SGLang flavour only: /v1/loads (SGLang 0.5.23 schema), /server_info,
+// /model_info, their deprecated /get_* aliases and /health_generate. vLLM flavour only:
+// /version. /metrics carries the imitated engine's gauges with its names and labels
+// (vllm:num_requests_running{engine="0",model_name}, vllm:cache_config_info, …;
+// sglang:num_running_reqs{engine_type,model_name,pp_rank,tp_rank}, …) beside
+// sluice_simengine_* series of the sim's own.
+//
+// KV events, as a real engine publishes them (-kv-events-endpoint): a ZMQ PUB socket sends
+// [topic, seq (8-byte big-endian, from 0 per process, +1 per batch), msgpack batch] every
+// -kv-interval, in vLLM's or SGLang's map form (-kv-events-format). tcp://*:PORT binds (a
+// subscriber connects); tcp://HOST:PORT connects to a subscriber that binds, like vLLM and
+// like enginelink's bound mode, which tells engines apart by the topic kv@<engine id>@<model>
+// (-kv-events-topic). -kv-replay-endpoint adds the ROUTER replay socket: a request
+// [empty, start seq] gets every buffered batch from that seq, then an end marker with seq
+// 0xFFFFFFFFFFFFFFFF (vLLM frames include the topic, SGLang's do not). Load is read by
+// scraping /metrics or /v1/loads, as for a real engine.
+//
+// Kafka (-kafka-brokers) is the older shortcut past enginelink: the sim writes sluice's own
+// LoadReport and KV records to Kafka itself. It is off when -kafka-brokers is empty, and can
+// run beside ZMQ. Roles plain, prefill (with a KV bootstrap port) and decode follow SGLang's
+// PD disaggregation.
+//
+// Dev mode and end-to-end tests embed it: New binds the HTTP listeners, Run serves and owns
+// the ZMQ sockets (KVEventsEndpoints reports their bound addresses).
 package simengine
 
 import (
