@@ -59,13 +59,15 @@ func (s *Server) setFailed(failed bool) http.HandlerFunc {
 }
 
 func (s *Server) resetCache(w http.ResponseWriter, _ *http.Request) {
-	s.engine.Reset()
+	for _, e := range s.engines {
+		e.Reset()
+	}
 	writeJSON(w, map[string]any{"engine_id": s.cfg.ID, "cleared": true})
 }
 
 func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, map[string]any{"engine_id": s.cfg.ID, "model": s.cfg.Model, "role": s.role.String(),
-		"bootstrap_port": s.BootstrapPort(), "block_size": s.cfg.BlockSize, "healthy": !s.failed.Load()})
+		"bootstrap_port": s.BootstrapPort(), "block_size": s.cfg.BlockSize, "dp_size": len(s.engines), "healthy": !s.failed.Load()})
 }
 
 // tokenize serves POST /tokenize: {"prompt": "..."} (or "text") or {"messages": [...]} →

@@ -19,6 +19,9 @@ const (
 	NamingVLLM          = "vllm"
 )
 
+// maxDPSize bounds -dp-size.
+const maxDPSize = 64
+
 // Config is the simengine's configuration, bound to flags with SLUICE_* environment fallbacks
 // in main and validated by New.
 type Config struct {
@@ -71,6 +74,10 @@ type Config struct {
 	// KVReplayBuffer is how many published batches the replay socket can resend.
 	KVReplayBuffer int
 
+	// DPSize is the number of data-parallel ranks: each has its own engine (queue, slots and
+	// prefix cache), KV-event PUB (port + rank) and series in /metrics and /v1/loads.
+	DPSize int
+
 	BlockSize           int
 	CacheBlocks         int
 	MaxRunning          int
@@ -99,6 +106,7 @@ func DefaultConfig() Config {
 		KVInterval:          50 * time.Millisecond,
 		MetricsNaming:       NamingSGLang,
 		KVReplayBuffer:      DefaultKVReplayBuffer,
+		DPSize:              1,
 		BlockSize:           engine.DefaultBlockSize,
 		CacheBlocks:         engine.DefaultCacheBlocks,
 		MaxRunning:          engine.DefaultMaxRunning,
@@ -131,6 +139,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KVEventsFormat, "kv-events-format", c.KVEventsFormat, "KV-event payload over ZMQ: vllm or sglang (empty = as -metrics-naming)")
 	fs.StringVar(&c.KVReplayEndpoint, "kv-replay-endpoint", c.KVReplayEndpoint, "ZMQ ROUTER replay endpoint (binds), e.g. tcp://*:5558; empty = no replay")
 	fs.IntVar(&c.KVReplayBuffer, "kv-replay-buffer", c.KVReplayBuffer, "KV-event batches kept for replay")
+	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "data-parallel ranks, each with its own engine, cache and KV-event PUB (port + rank); requests go round-robin unless they set data_parallel_rank")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests running at once; the rest queue")
@@ -193,6 +202,11 @@ func (c *Config) Validate() error {
 	}
 	if c.KVReplayBuffer <= 0 {
 		errs = append(errs, fmt.Errorf("-kv-replay-buffer %d: must be positive (vLLM keeps %d)", c.KVReplayBuffer, DefaultKVReplayBuffer))
+	}
+	if c.DPSize < 1 || c.DPSize > maxDPSize {
+		errs = append(errs, fmt.Errorf("-dp-size %d: want 1..%d", c.DPSize, maxDPSize))
+	} else if c.DPSize > 1 && len(c.Brokers()) > 0 {
+		errs = append(errs, fmt.Errorf("-dp-size %d: Kafka publishing (-kafka-brokers) serves one rank only; use -kv-events-endpoint for DP ranks", c.DPSize))
 	}
 	if len(c.Brokers()) > 0 {
 		if c.LoadTopic == "" || c.KVTopic == "" {

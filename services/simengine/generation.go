@@ -73,7 +73,17 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 				return
 			}
 		}
-		run, err := s.engine.Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream})
+		asked, err := req.dpRank(r.Header)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		rank, err := s.pick(asked)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

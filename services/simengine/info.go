@@ -67,8 +67,17 @@ func (s *Server) serverInfo(w http.ResponseWriter, _ *http.Request) {
 	if boot == 0 {
 		boot = sglangDefaultBootstrapPort
 	}
-	l := s.engine.Load()
-	capacity := l.KVCapacityTokens
+	capacity := s.engines[0].Load().KVCapacityTokens
+	var states []map[string]any
+	for _, e := range s.engines {
+		l := e.Load()
+		states = append(states, map[string]any{
+			"last_gen_throughput":  s.cfg.genThroughput(l),
+			"max_total_num_tokens": l.KVCapacityTokens,
+			"num_running_reqs":     l.Running,
+			"num_waiting_reqs":     l.Waiting,
+		})
+	}
 	writeJSON(w, map[string]any{
 		// Server arguments.
 		"model_path":                      s.cfg.Model,
@@ -77,7 +86,7 @@ func (s *Server) serverInfo(w http.ResponseWriter, _ *http.Request) {
 		"host":                            host,
 		"port":                            port,
 		"tp_size":                         1,
-		"dp_size":                         1,
+		"dp_size":                         len(s.engines),
 		"pp_size":                         1,
 		"ep_size":                         1,
 		"enable_dp_attention":             false,
@@ -100,13 +109,8 @@ func (s *Server) serverInfo(w http.ResponseWriter, _ *http.Request) {
 		"max_total_num_tokens": capacity,
 		"max_req_input_len":    capacity - 1,
 		// Per DP rank, then the version.
-		"internal_states": []map[string]any{{
-			"last_gen_throughput":  s.cfg.genThroughput(l),
-			"max_total_num_tokens": capacity,
-			"num_running_reqs":     l.Running,
-			"num_waiting_reqs":     l.Waiting,
-		}},
-		"version": SGLangVersion,
+		"internal_states": states,
+		"version":         SGLangVersion,
 	})
 }
 
@@ -118,7 +122,8 @@ func (s *Server) healthGenerate(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	run, err := s.engine.Submit(r.Context(), engine.Request{TokenIDs: []uint32{0}, MaxTokens: 1})
+	rank, _ := s.pick(nil)
+	run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: []uint32{0}, MaxTokens: 1})
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

@@ -40,8 +40,9 @@ func zmqBinds(endpoint string) bool {
 		strings.HasPrefix(endpoint, "ipc://") || strings.HasPrefix(endpoint, "inproc://")
 }
 
-// offsetEndpoint returns the endpoint of DP rank rank: the TCP port plus rank, or for ipc and
-// inproc the path with a "_dp<rank>" suffix. Rank 0 keeps the endpoint.
+// offsetEndpoint returns the endpoint of DP rank rank: the TCP port plus rank (port 0, any free
+// port, stays 0), or for ipc and inproc the path with a "_dp<rank>" suffix. Rank 0 keeps the
+// endpoint.
 func offsetEndpoint(endpoint string, rank int) (string, error) {
 	if endpoint == "" || rank == 0 {
 		return endpoint, nil
@@ -53,6 +54,9 @@ func offsetEndpoint(endpoint string, rank int) (string, error) {
 	port, err := strconv.Atoi(endpoint[i+1:])
 	if !strings.HasPrefix(endpoint, "tcp://") || i < len("tcp://") || err != nil {
 		return "", fmt.Errorf("endpoint %q: want tcp://host:port, ipc://path or inproc://name", endpoint)
+	}
+	if port == 0 { // an ephemeral port for every rank
+		return endpoint, nil
 	}
 	return endpoint[:i+1] + strconv.Itoa(port+rank), nil
 }

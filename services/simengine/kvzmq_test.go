@@ -24,9 +24,9 @@ func zmqConfig(format string) Config {
 
 // waitSubscribed waits until the sim's PUB socket holds a subscription: ZMQ drops what a PUB
 // sends before that, and the test wants the stream from seq 0.
-func waitSubscribed(ctx context.Context, t *testing.T, s *Server) {
+func waitSubscribed(ctx context.Context, t *testing.T, s *Server, rank int) {
 	t.Helper()
-	for !s.kvZMQ.subscribed() {
+	for !s.kvZMQ[rank].subscribed() {
 		if ctx.Err() != nil {
 			t.Fatal("no subscription reached the sim's PUB socket")
 		}
@@ -204,7 +204,7 @@ func TestKVEventsZMQ(t *testing.T) {
 				cfg.KVEventsEndpoint = "tcp://" + sub.Addr().String()
 			}
 			s, base := start(t, cfg)
-			pubEP, replayEP, err := s.KVEventsEndpoints(ctx)
+			pubEP, replayEP, err := s.KVEventsEndpoints(ctx, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestKVEventsZMQ(t *testing.T) {
 			} else if pubEP != cfg.KVEventsEndpoint {
 				t.Fatalf("KVEventsEndpoints pub = %q, want %q", pubEP, cfg.KVEventsEndpoint)
 			}
-			waitSubscribed(ctx, t, s)
+			waitSubscribed(ctx, t, s, 0)
 
 			storeAndClear(t, s, base)
 			msgs := receiveEvents(t, sub, 3)

@@ -105,6 +105,9 @@ func (s *Server) rankLoad(rank int, at time.Time, l engine.Load) RankLoad {
 // loads serves GET /v1/loads (SGLang naming only).
 func (s *Server) loads(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
-	writeJSON(w, Loads{Timestamp: isoTime(now), Version: SGLangVersion, Accelerator: accelerator, NumAccelerators: 1,
-		Loads: []RankLoad{s.rankLoad(0, now, s.engine.Load())}})
+	out := Loads{Timestamp: isoTime(now), Version: SGLangVersion, Accelerator: accelerator, NumAccelerators: len(s.engines)}
+	for rank, e := range s.engines {
+		out.Loads = append(out.Loads, s.rankLoad(rank, now, e.Load()))
+	}
+	writeJSON(w, out)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 )
 
@@ -31,6 +32,10 @@ type genRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 
+	// DataParallelRank pins the request to a DP rank (SGLang's field); nil lets the engine
+	// choose.
+	DataParallelRank *int `json:"data_parallel_rank"`
+
 	BootstrapHost json.RawMessage `json:"bootstrap_host"`
 	BootstrapPort json.RawMessage `json:"bootstrap_port"`
 	BootstrapRoom json.RawMessage `json:"bootstrap_room"`
@@ -41,6 +46,26 @@ type bootstrap struct {
 	Host string
 	Port int
 	Room uint64
+}
+
+// dpRankHeader is vLLM's request header pinning a request to a DP rank.
+const dpRankHeader = "X-data-parallel-rank"
+
+// dpRank returns the DP rank the request asks for: the body's data_parallel_rank, else vLLM's
+// X-data-parallel-rank header, else nil.
+func (r *genRequest) dpRank(h http.Header) (*int, error) {
+	if r.DataParallelRank != nil {
+		return r.DataParallelRank, nil
+	}
+	v := h.Get(dpRankHeader)
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want an integer", dpRankHeader, v)
+	}
+	return &n, nil
 }
 
 func (r *genRequest) maxTokens() int {

@@ -23,6 +23,12 @@
 // 0xFFFFFFFFFFFFFFFF (vLLM frames include the topic, SGLang's do not). Load is read by
 // scraping /metrics or /v1/loads, as for a real engine.
 //
+// Data parallelism (-dp-size N): N ranks, each its own engine with its own queue, slots and
+// prefix cache, its own PUB (and replay) socket at port + rank (ipc/inproc: a _dp<rank>
+// suffix) with the rank in every batch, and its own series (vLLM engine="<rank>", SGLang
+// dp_rank="<rank>") and /v1/loads entry. Requests go round-robin unless they name a rank
+// (SGLang's data_parallel_rank body field, vLLM's X-data-parallel-rank header).
+//
 // Kafka (-kafka-brokers) is the older shortcut past enginelink: the sim writes sluice's own
 // LoadReport and KV records to Kafka itself. It is off when -kafka-brokers is empty, and can
 // run beside ZMQ. Roles plain, prefill (with a KV bootstrap port) and decode follow SGLang's
@@ -39,6 +45,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,9 +66,10 @@ type Server struct {
 	logger  *slog.Logger
 	cfg     Config
 	role    engine.Role
-	engine  *engine.Engine
-	pub     *Publisher      // nil without -kafka-brokers
-	kvZMQ   *zmqKVPublisher // nil without -kv-events-endpoint
+	engines []*engine.Engine  // one per DP rank
+	pub     *Publisher        // nil without -kafka-brokers
+	kvZMQ   []*zmqKVPublisher // one per DP rank; nil without -kv-events-endpoint
+	nextDP  atomic.Uint64     // round-robin dispatch over the DP ranks
 	started time.Time
 
 	failed atomic.Bool
@@ -84,28 +92,31 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.failed.Store(cfg.StartFailed)
 
 	promReg := prometheus.NewRegistry()
-	var sinks []engine.Sink
+	var kafkaSink engine.Sink
 	if brokers := cfg.Brokers(); len(brokers) > 0 {
-		s.pub = newPublisher(s.logger, cfg, brokers, promReg)
-		sinks = append(sinks, s.pub.enqueueKV)
+		s.pub = newPublisher(s.logger, cfg, brokers, promReg) // DPSize is 1 (Validate)
+		kafkaSink = s.pub.enqueueKV
 	}
-	if cfg.KVEventsEndpoint != "" {
-		z, err := newZMQKVPublisher(s.logger, cfg, 0, promReg)
+	for rank := range cfg.DPSize {
+		sinks := []engine.Sink{kafkaSink}
+		if cfg.KVEventsEndpoint != "" {
+			z, err := newZMQKVPublisher(s.logger, cfg, rank, promReg)
+			if err != nil {
+				return nil, err
+			}
+			s.kvZMQ = append(s.kvZMQ, z)
+			sinks = append(sinks, z.enqueue)
+		}
+		eng, err := engine.New(cfg.engineConfig(fanOut(sinks)))
 		if err != nil {
 			return nil, err
 		}
-		s.kvZMQ = z
-		sinks = append(sinks, z.enqueue)
+		s.engines = append(s.engines, eng)
+		registerEngineMetrics(promReg, cfg, rank, cfg.DPSize, eng, &s.failed)
 	}
-	eng, err := engine.New(cfg.engineConfig(fanOut(sinks)))
-	if err != nil {
-		return nil, err
-	}
-	s.engine = eng
 	if s.pub != nil {
-		s.pub.load = eng.Load
+		s.pub.load = s.engines[0].Load
 	}
-	registerEngineMetrics(promReg, cfg, 0, 1, eng, &s.failed)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.generation(kindChat))
@@ -134,6 +145,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)}
 
+	var err error
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("-addr %s: %w", cfg.Addr, err)
 	}
@@ -159,21 +171,27 @@ func (s *Server) BootstrapPort() int {
 	return s.bootLis.Addr().(*net.TCPAddr).Port
 }
 
-// KVEventsEndpoints waits until Run has set up the KV-event sockets and returns endpoints a
-// local subscriber can use: the PUB's (a bound wildcard as tcp://127.0.0.1:PORT, so an
-// ephemeral port 0 is resolved; a connecting PUB's target as given) and the replay socket's
-// ("" without replay). It returns ErrNoKVEvents when KV events over ZMQ are off, and the
-// bind error if Run could not bind.
-func (s *Server) KVEventsEndpoints(ctx context.Context) (pub, replay string, err error) {
-	if s.kvZMQ == nil {
+// KVEventsEndpoints waits until Run has set up DP rank rank's KV-event sockets and returns
+// endpoints a local subscriber can use: the PUB's (a bound wildcard as tcp://127.0.0.1:PORT,
+// so an ephemeral port 0 is resolved; a connecting PUB's target as given) and the replay
+// socket's ("" without replay). It returns ErrNoKVEvents when KV events over ZMQ are off or
+// there is no such rank, and the bind error if Run could not bind.
+func (s *Server) KVEventsEndpoints(ctx context.Context, rank int) (pub, replay string, err error) {
+	if rank < 0 || rank >= len(s.kvZMQ) {
 		return "", "", ErrNoKVEvents
 	}
-	return s.kvZMQ.endpoints(ctx)
+	return s.kvZMQ[rank].endpoints(ctx)
 }
 
-// fanOut returns a Sink giving every event slice to each of sinks (nil without any). Sinks
-// only read the events.
-func fanOut(sinks []engine.Sink) engine.Sink {
+// fanOut returns a Sink giving every event slice to each non-nil sink (nil without any).
+// Sinks only read the events.
+func fanOut(all []engine.Sink) engine.Sink {
+	var sinks []engine.Sink
+	for _, s := range all {
+		if s != nil {
+			sinks = append(sinks, s)
+		}
+	}
 	switch len(sinks) {
 	case 0:
 		return nil
@@ -187,8 +205,27 @@ func fanOut(sinks []engine.Sink) engine.Sink {
 	}
 }
 
-// Engine is the simulated engine, for embedding and tests.
-func (s *Server) Engine() *engine.Engine { return s.engine }
+// Engine is DP rank 0's simulated engine, for embedding and tests.
+func (s *Server) Engine() *engine.Engine { return s.engines[0] }
+
+// Engines returns the simulated engine of every DP rank, by rank.
+func (s *Server) Engines() []*engine.Engine { return slices.Clone(s.engines) }
+
+// errNoRank is a data_parallel_rank outside 0..dp_size-1.
+var errNoRank = errors.New("data_parallel_rank out of range")
+
+// pick returns the DP rank a request runs on: the one it asks for (SGLang's
+// data_parallel_rank body field, or vLLM's X-data-parallel-rank header), else the next in
+// round-robin order, as SGLang's default load_balance_method does.
+func (s *Server) pick(asked *int) (int, error) {
+	if asked != nil {
+		if *asked < 0 || *asked >= len(s.engines) {
+			return 0, fmt.Errorf("%w: %d, engine has %d ranks", errNoRank, *asked, len(s.engines))
+		}
+		return *asked, nil
+	}
+	return int((s.nextDP.Add(1) - 1) % uint64(len(s.engines))), nil
+}
 
 // SetFailed makes /health and the generation routes answer 503 (true) or serve again (false).
 func (s *Server) SetFailed(failed bool) { s.failed.Store(failed) }
@@ -210,15 +247,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.pub != nil {
 		g.Go(func() error { return s.pub.Run(gctx) })
 	}
-	if s.kvZMQ != nil {
-		g.Go(func() error { return s.kvZMQ.Run(gctx) })
+	for _, z := range s.kvZMQ {
+		g.Go(func() error { return z.Run(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
 		return s.shutdown()
 	})
 	s.logger.Info("simengine serving", slog.String("addr", s.Addr()), slog.String("role", s.role.String()),
-		slog.String("model", s.cfg.Model), slog.Int("bootstrap_port", s.BootstrapPort()),
+		slog.String("model", s.cfg.Model), slog.Int("dp_size", len(s.engines)), slog.Int("bootstrap_port", s.BootstrapPort()),
 		slog.Bool("kafka", s.pub != nil), slog.String("kv_events_endpoint", s.cfg.KVEventsEndpoint))
 	return g.Wait()
 }
@@ -250,7 +287,9 @@ func (s *Server) shutdown() error {
 		// Cut what is still streaming; its runs end with their request contexts.
 		s.httpServer.Close()
 	}
-	s.engine.Wait()
+	for _, e := range s.engines {
+		e.Wait()
+	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("http shutdown: %w", err)
 	}

@@ -381,12 +381,21 @@ func TestConfigValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Role, cfg.KVFormat, cfg.MetricsNaming, cfg.Speed = "both", "json", "tgi", 0
 	cfg.KVEventsEndpoint, cfg.KVEventsFormat, cfg.KVReplayEndpoint, cfg.KVReplayBuffer = "tcp://:5557", "dynamo", "udp://x:1", 0
+	cfg.DPSize = 0
 	err := cfg.Validate()
 	for _, flag := range []string{"-role", "-kv-format", "-metrics-naming", "-speed",
-		"-kv-events-endpoint", "-kv-events-format", "-kv-replay-endpoint", "-kv-replay-buffer"} {
+		"-kv-events-endpoint", "-kv-events-format", "-kv-replay-endpoint", "-kv-replay-buffer", "-dp-size"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("Validate error %v does not name %s", err, flag)
 		}
+	}
+}
+
+func TestConfigValidateDPWithKafka(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DPSize, cfg.KafkaBrokers = 2, "localhost:9092"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-dp-size 2: Kafka") {
+		t.Errorf("Validate() = %v, want -dp-size > 1 refused with -kafka-brokers", err)
 	}
 }
 
