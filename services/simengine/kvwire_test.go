@@ -2,6 +2,7 @@ package simengine
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -179,4 +180,55 @@ func normalise(v any) any {
 		return x
 	}
 	return v
+}
+
+// TestStoredEventsRoundTrip drives a real engine with a tiny cache (so it evicts), collects
+// the events its cache emitted, and expects state/kvevents to decode the sim's encoding of
+// them into exactly those events, in both forms.
+func TestStoredEventsRoundTrip(t *testing.T) {
+	var stored []engine.Event
+	eng, err := engine.New(engine.Config{BlockSize: 4, CacheBlocks: 3, PrefillTokensPerSec: 1e9, DecodeMsPerToken: 0.001,
+		Sink: func(evs []engine.Event) { stored = append(stored, evs...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prompt := range [][]uint32{
+		{1, 2, 3, 4, 5, 6, 7, 8, 9},
+		{1, 2, 3, 4, 50, 60, 70, 80},
+		{100, 101, 102, 103, 104, 105, 106, 107},
+	} {
+		run, err := eng.Submit(context.Background(), engine.Request{TokenIDs: prompt, MaxTokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng.Reset()
+	kinds := map[engine.EventKind]int{}
+	for _, ev := range stored {
+		kinds[ev.Kind]++
+	}
+	if kinds[engine.BlockStored] == 0 || kinds[engine.BlockRemoved] == 0 || kinds[engine.AllBlocksCleared] != 1 {
+		t.Fatalf("engine emitted %v; want stores, evictions and one clear", kinds)
+	}
+	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
+		t.Run(format, func(t *testing.T) {
+			payload, err := encodeKVBatch(format, time.Now(), 0, stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := kvevents.DecodeMsgpack(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Skipped) != 0 || got.Ignored != 0 {
+				t.Fatalf("DecodeMsgpack skipped %v, ignored %d; want none", got.Skipped, got.Ignored)
+			}
+			if diff := cmp.Diff(wantDecoded(stored), got.Events); diff != "" {
+				t.Errorf("decoded events mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

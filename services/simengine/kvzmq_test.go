@@ -256,3 +256,23 @@ func TestZMQEndpointRules(t *testing.T) {
 		t.Error("offsetEndpoint(udp://x:1, 1): want an error")
 	}
 }
+
+func TestReplayBufferKeepsTheLastBatches(t *testing.T) {
+	p := &zmqKVPublisher{bufferSteps: 3}
+	for seq := range uint64(5) {
+		p.remember(seq, []byte{byte(seq)})
+	}
+	var got []uint64
+	for _, e := range p.buffered(0) {
+		got = append(got, e.seq)
+	}
+	if diff := cmp.Diff([]uint64{2, 3, 4}, got); diff != "" {
+		t.Errorf("buffered(0) seqs mismatch (-want +got):\n%s", diff)
+	}
+	if n := len(p.buffered(4)); n != 1 {
+		t.Errorf("buffered(4) = %d batches, want 1", n)
+	}
+	if n := len(p.buffered(5)); n != 0 {
+		t.Errorf("buffered(5) = %d batches, want 0", n)
+	}
+}
