@@ -83,7 +83,7 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream})
+		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream, CacheSalt: req.CacheSalt})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

@@ -150,7 +150,8 @@ func (w *mpWriter) parent(ev engine.Event, signed bool) {
 
 // vllmEvent writes one event as vLLM 0.33 does. BlockStored carries every field without a
 // default (lora_id, medium, lora_name, even when nil) plus those a full-attention GPU block
-// sets: extra_keys (one nil per block: text only), group_idx 0 and kv_cache_spec_kind
+// sets: extra_keys (one entry per block: nil for text, ["<salt>"] for the first block of a
+// salted request), group_idx 0 and kv_cache_spec_kind
 // "full_attention". The sliding window, locality, ownership, session and lookahead fields
 // are at their defaults and omitted.
 func (w *mpWriter) vllmEvent(ev engine.Event) {
@@ -173,8 +174,15 @@ func (w *mpWriter) vllmEvent(ev engine.Event) {
 		w.null()
 		w.key("extra_keys")
 		w.arrayLen(len(ev.BlockHashes))
-		for range ev.BlockHashes {
-			w.null()
+		for i := range ev.BlockHashes {
+			// vLLM mixes a request's cache_salt into the first block's hash only, and
+			// reports it there: that block's extra keys are the tuple (salt,).
+			if i == 0 && !ev.HasParent && ev.CacheSalt != "" {
+				w.arrayLen(1)
+				w.str(ev.CacheSalt)
+			} else {
+				w.null()
+			}
 		}
 		w.key("group_idx")
 		w.int(0)
@@ -194,12 +202,16 @@ func (w *mpWriter) vllmEvent(ev engine.Event) {
 }
 
 // sglangEvent writes one event as SGLang 0.5.23 does: int64 hashes, lora_id always present
-// (nil), medium "GPU"; cache_salt, session_id and lora_name are omitted because the simulated
-// requests carry none.
+// (nil), medium "GPU", cache_salt when the request had one; session_id and lora_name are
+// omitted (the simulated requests carry none).
 func (w *mpWriter) sglangEvent(ev engine.Event) {
 	switch ev.Kind {
 	case engine.BlockStored:
-		w.mapLen(7)
+		n := 7
+		if ev.CacheSalt != "" {
+			n++
+		}
+		w.mapLen(n)
 		w.keyStr("type", "BlockStored")
 		w.key("block_hashes")
 		w.hashes(ev.BlockHashes, true)
@@ -212,6 +224,9 @@ func (w *mpWriter) sglangEvent(ev engine.Event) {
 		w.key("lora_id")
 		w.null()
 		w.keyStr("medium", "GPU")
+		if ev.CacheSalt != "" {
+			w.keyStr("cache_salt", ev.CacheSalt)
+		}
 	case engine.BlockRemoved:
 		w.mapLen(3)
 		w.keyStr("type", "BlockRemoved")

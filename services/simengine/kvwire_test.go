@@ -15,16 +15,31 @@ import (
 	"github.com/sluicehq/sluice/state/kvevents"
 )
 
-// wantDecoded is what state/kvevents should make of the engine events the sim stored.
-func wantDecoded(evs []engine.Event) []kvevents.Event {
+// wantDecoded is what state/kvevents should make of the engine events the sim stored in
+// format: a cache salt is SGLang's cache_salt, and in vLLM the first block's extra keys.
+func wantDecoded(t *testing.T, format string, evs []engine.Event) []kvevents.Event {
+	t.Helper()
 	out := make([]kvevents.Event, 0, len(evs))
 	for _, ev := range evs {
 		switch ev.Kind {
 		case engine.BlockStored:
-			out = append(out, kvevents.Event{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
+			st := &kvevents.BlockStored{
 				BlockHashes: ev.BlockHashes, ParentHash: ev.ParentHash, HasParent: ev.HasParent,
 				TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, Medium: kvevents.MediumGPU,
-			}})
+			}
+			switch {
+			case ev.CacheSalt == "":
+			case format == KVEventsSGLang:
+				st.CacheSalt = ev.CacheSalt
+			case !ev.HasParent:
+				key, err := msgpack.Marshal([]any{ev.CacheSalt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.ExtraKeys = make([]string, len(ev.BlockHashes))
+				st.ExtraKeys[0] = string(key)
+			}
+			out = append(out, kvevents.Event{Kind: kvevents.KindBlockStored, Stored: st})
 		case engine.BlockRemoved:
 			out = append(out, kvevents.Event{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{
 				BlockHashes: ev.BlockHashes, Medium: kvevents.MediumGPU,
@@ -40,6 +55,8 @@ func sampleEvents() []engine.Event {
 	return []engine.Event{
 		{Kind: engine.BlockStored, BlockHashes: []uint64{15760518052499183552, 7}, TokenIDs: []uint32{1, 2, 3, 4, 151644, 6, 7, 8}, BlockSize: 4},
 		{Kind: engine.BlockStored, BlockHashes: []uint64{1 << 63}, ParentHash: 7, HasParent: true, TokenIDs: []uint32{9, 10, 11, 12}, BlockSize: 4},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{3, 4}, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, BlockSize: 4, CacheSalt: "tenant-a"},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{5}, ParentHash: 4, HasParent: true, TokenIDs: []uint32{9, 9, 9, 9}, BlockSize: 4, CacheSalt: "tenant-a"},
 		{Kind: engine.BlockRemoved, BlockHashes: []uint64{15760518052499183552, 1<<64 - 1}},
 		{Kind: engine.AllBlocksCleared},
 	}
@@ -63,7 +80,7 @@ func TestEncodeKVBatchRoundTrip(t *testing.T) {
 			if len(got.Skipped) != 0 || got.Ignored != 0 {
 				t.Fatalf("DecodeMsgpack skipped %v, ignored %d; want none", got.Skipped, got.Ignored)
 			}
-			want := kvevents.Batch{DPRank: 0, HasRank: true, Events: wantDecoded(evs)}
+			want := kvevents.Batch{DPRank: 0, HasRank: true, Events: wantDecoded(t, format, evs)}
 			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(kvevents.Batch{}, "Time")); diff != "" {
 				t.Errorf("DecodeMsgpack(encodeKVBatch(%s)) mismatch (-want +got):\n%s", format, diff)
 			}
@@ -192,12 +209,14 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, prompt := range [][]uint32{
-		{1, 2, 3, 4, 5, 6, 7, 8, 9},
-		{1, 2, 3, 4, 50, 60, 70, 80},
-		{100, 101, 102, 103, 104, 105, 106, 107},
+	for _, req := range []engine.Request{
+		{TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{TokenIDs: []uint32{1, 2, 3, 4, 50, 60, 70, 80}},
+		{TokenIDs: []uint32{1, 2, 3, 4, 50, 60, 70, 80}, CacheSalt: "tenant-a"},
+		{TokenIDs: []uint32{100, 101, 102, 103, 104, 105, 106, 107}},
 	} {
-		run, err := eng.Submit(context.Background(), engine.Request{TokenIDs: prompt, MaxTokens: 1})
+		req.MaxTokens = 1
+		run, err := eng.Submit(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,12 +225,15 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 		}
 	}
 	eng.Reset()
-	kinds := map[engine.EventKind]int{}
+	kinds, salted := map[engine.EventKind]int{}, 0
 	for _, ev := range stored {
 		kinds[ev.Kind]++
+		if ev.CacheSalt != "" {
+			salted++
+		}
 	}
-	if kinds[engine.BlockStored] == 0 || kinds[engine.BlockRemoved] == 0 || kinds[engine.AllBlocksCleared] != 1 {
-		t.Fatalf("engine emitted %v; want stores, evictions and one clear", kinds)
+	if kinds[engine.BlockStored] == 0 || kinds[engine.BlockRemoved] == 0 || kinds[engine.AllBlocksCleared] != 1 || salted == 0 {
+		t.Fatalf("engine emitted %v (%d salted); want stores, salted stores, evictions and one clear", kinds, salted)
 	}
 	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
 		t.Run(format, func(t *testing.T) {
@@ -226,7 +248,7 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 			if len(got.Skipped) != 0 || got.Ignored != 0 {
 				t.Fatalf("DecodeMsgpack skipped %v, ignored %d; want none", got.Skipped, got.Ignored)
 			}
-			if diff := cmp.Diff(wantDecoded(stored), got.Events); diff != "" {
+			if diff := cmp.Diff(wantDecoded(t, format, stored), got.Events); diff != "" {
 				t.Errorf("decoded events mismatch (-want +got):\n%s", diff)
 			}
 		})

@@ -32,6 +32,8 @@ type genRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 
+	// CacheSalt namespaces the request's prefix-cache blocks (vLLM's and SGLang's cache_salt).
+	CacheSalt string `json:"cache_salt"`
 	// DataParallelRank pins the request to a DP rank (SGLang's field); nil lets the engine
 	// choose.
 	DataParallelRank *int `json:"data_parallel_rank"`

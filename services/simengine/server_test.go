@@ -413,3 +413,22 @@ func TestConfigValidateReplayNeedsPUB(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheSaltFromRequest(t *testing.T) {
+	s, base := start(t, testConfig())
+	prompt := make([]int, 32)
+	for i := range prompt {
+		prompt[i] = i + 1
+	}
+	post(t, base+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1, "cache_salt": "tenant-a"})
+	ids := make([]uint32, len(prompt))
+	for i, p := range prompt {
+		ids[i] = uint32(p)
+	}
+	if got := s.Engine().CachedPrefixSalted(ids, "tenant-a"); got != 32 {
+		t.Errorf("cached with the request's salt: %d tokens, want 32", got)
+	}
+	if got := s.Engine().CachedPrefix(ids); got != 0 {
+		t.Errorf("cached without a salt: %d tokens, want 0", got)
+	}
+}

@@ -161,6 +161,9 @@ type Request struct {
 	MaxTokens int
 	// Stream is informational: the model behaves the same either way.
 	Stream bool
+	// CacheSalt namespaces the request's prefix blocks (vLLM's and SGLang's cache_salt): they
+	// hit only requests with the same salt. "" is the shared namespace.
+	CacheSalt string
 }
 
 // Token is one generated token and when it was produced.
@@ -192,6 +195,7 @@ type Run struct {
 
 	e         *Engine
 	prompt    []uint32
+	salt      string
 	hashes    []uint64
 	maxTokens int
 	tokens    chan Token
@@ -238,11 +242,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
 		maxTokens = 1
 	}
 	r := &Run{
-		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, maxTokens: maxTokens,
+		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, salt: req.CacheSalt, maxTokens: maxTokens,
 		tokens: make(chan Token, maxTokens), done: make(chan struct{}),
 	}
 	if e.cfg.Role != RoleDecode {
-		r.hashes = e.cache.chain(req.TokenIDs)
+		r.hashes = e.cache.chain(req.TokenIDs, req.CacheSalt)
 	}
 	e.runs.Add(1)
 	go func() {
@@ -402,7 +406,7 @@ func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
 	defer e.mu.Unlock()
 	e.prefillTokens += int64(uncached)
 	e.prefillBusy += busy
-	if evs := e.cache.store(r.hashes, r.prompt); len(evs) > 0 && e.cfg.Sink != nil {
+	if evs := e.cache.store(r.hashes, r.prompt, r.salt); len(evs) > 0 && e.cfg.Sink != nil {
 		e.cfg.Sink(evs)
 	}
 }
@@ -455,13 +459,16 @@ func (e *Engine) Load() Load {
 	}
 }
 
-// CachedPrefix returns how many leading tokens of tokens are in the prefix cache (whole
-// blocks), without touching the LRU order.
-func (e *Engine) CachedPrefix(tokens []uint32) int {
+// CachedPrefix returns how many leading tokens of tokens (of an unsalted request) are in the
+// prefix cache (whole blocks), without touching the LRU order.
+func (e *Engine) CachedPrefix(tokens []uint32) int { return e.CachedPrefixSalted(tokens, "") }
+
+// CachedPrefixSalted is CachedPrefix for a request with cache salt salt.
+func (e *Engine) CachedPrefixSalted(tokens []uint32, salt string) int {
 	if e.cfg.Role == RoleDecode {
 		return 0
 	}
-	h := e.cache.chain(tokens)
+	h := e.cache.chain(tokens, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cache.matched(h) * e.cfg.BlockSize

@@ -63,6 +63,28 @@ func mustRun(t *testing.T, e *Engine, req Request) Result {
 	return res
 }
 
+func TestCacheSaltNamespacesBlocks(t *testing.T) {
+	e, rec, _ := newStepEngine(t, Config{BlockSize: 4, CacheBlocks: 100})
+	prompt := seq(1, 8)
+	mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 1})
+	rec.take()
+	res := mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 1, CacheSalt: "tenant-a"})
+	if res.CachedTokens != 0 {
+		t.Errorf("salted run cached %d tokens of an unsalted prompt, want 0", res.CachedTokens)
+	}
+	hashes := e.cache.chain(prompt, "tenant-a")
+	want := []Event{{Kind: BlockStored, BlockHashes: hashes, TokenIDs: prompt, BlockSize: 4, CacheSalt: "tenant-a"}}
+	if diff := cmp.Diff(want, rec.take()); diff != "" {
+		t.Errorf("salted run events mismatch (-want +got):\n%s", diff)
+	}
+	if got := e.CachedPrefixSalted(prompt, "tenant-a"); got != 8 {
+		t.Errorf("CachedPrefixSalted = %d, want 8", got)
+	}
+	if got := e.CachedPrefixSalted(prompt, "tenant-b"); got != 0 {
+		t.Errorf("CachedPrefixSalted(other salt) = %d, want 0", got)
+	}
+}
+
 func TestCacheHitsAndStoredEvents(t *testing.T) {
 	e, rec, _ := newStepEngine(t, Config{BlockSize: 4, CacheBlocks: 100})
 	prompt := seq(1, 10) // two full blocks and a partial one
@@ -71,7 +93,7 @@ func TestCacheHitsAndStoredEvents(t *testing.T) {
 		t.Errorf("first run: %+v", res)
 	}
 	evs := rec.take()
-	hashes := e.cache.chain(prompt)
+	hashes := e.cache.chain(prompt, "")
 	want := []Event{{Kind: BlockStored, BlockHashes: hashes, TokenIDs: prompt[:8], BlockSize: 4}}
 	if diff := cmp.Diff(want, evs); diff != "" {
 		t.Errorf("events after first run mismatch (-want +got):\n%s", diff)
@@ -83,7 +105,7 @@ func TestCacheHitsAndStoredEvents(t *testing.T) {
 	if res.CachedTokens != 4 {
 		t.Errorf("second run cached %d tokens, want 4", res.CachedTokens)
 	}
-	h2 := e.cache.chain(second)
+	h2 := e.cache.chain(second, "")
 	want = []Event{{Kind: BlockStored, BlockHashes: h2[1:], ParentHash: h2[0], HasParent: true, TokenIDs: second[4:], BlockSize: 4}}
 	if diff := cmp.Diff(want, rec.take()); diff != "" {
 		t.Errorf("events after second run mismatch (-want +got):\n%s", diff)
@@ -105,7 +127,7 @@ func TestEvictionEmitsBlockRemoved(t *testing.T) {
 	b := seq(100, 4) // 2 blocks
 	mustRun(t, e, Request{TokenIDs: a, MaxTokens: 1})
 	rec.take()
-	ha, hb := e.cache.chain(a), e.cache.chain(b)
+	ha, hb := e.cache.chain(a, ""), e.cache.chain(b, "")
 	mustRun(t, e, Request{TokenIDs: b, MaxTokens: 1})
 	// The cache holds 3 blocks: a's leaf goes first (chains are touched deepest first).
 	want := []Event{

@@ -39,6 +39,9 @@ type Event struct {
 	TokenIDs []uint32
 	// BlockSize is the tokens per block (BlockStored only).
 	BlockSize int
+	// CacheSalt is the salt of the request whose blocks these are, "" for none (BlockStored
+	// only). Its hashes already depend on it.
+	CacheSalt string
 }
 
 // Sink receives KV-cache events in the order the cache changed. It is called with the engine's
