@@ -276,3 +276,51 @@ func TestReplayBufferKeepsTheLastBatches(t *testing.T) {
 		t.Errorf("buffered(5) = %d batches, want 0", n)
 	}
 }
+
+// TestKVEventsReconnect restarts the bound subscriber the sim connects to: the sim redials it
+// and the stream goes on where it was (seq does not restart, it is the same engine process),
+// so the new subscriber sees a seq jump, the cue to replay.
+func TestKVEventsReconnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bindSub := func(endpoint string) zmq4.Socket {
+		sub := zmq4.NewSub(ctx)
+		if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Listen(endpoint); err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	first := bindSub("tcp://127.0.0.1:0")
+	endpoint := "tcp://" + first.Addr().String()
+	cfg := zmqConfig(KVEventsVLLM)
+	cfg.KVEventsEndpoint = endpoint
+	s, base := start(t, cfg)
+	waitSubscribed(ctx, t, s, 0)
+	post(t, base+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 1})
+	if m := receiveEvents(t, first, 1); m[0].seq != 0 {
+		t.Fatalf("first subscriber: seq %d, want 0", m[0].seq)
+	}
+	first.Close()
+	for s.kvZMQ[0].subscribed() {
+		if ctx.Err() != nil {
+			t.Fatal("the sim kept the closed subscriber's subscription")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// Published while nobody listens: lost, as with a real engine.
+	post(t, base+"/v1/completions", map[string]any{"prompt": []int{5, 6, 7, 8}, "max_tokens": 1})
+	second := bindSub(endpoint)
+	defer second.Close()
+	waitSubscribed(ctx, t, s, 0)
+	post(t, base+"/v1/completions", map[string]any{"prompt": []int{9, 10, 11, 12}, "max_tokens": 1})
+	m := receiveEvents(t, second, 1)[0]
+	if m.seq < 1 {
+		t.Errorf("after the subscriber restarted: seq %d, want the stream to go on (≥ 1)", m.seq)
+	}
+	if st := m.batch.Events[0].Stored; st == nil || st.TokenIDs[0] != 9 && st.TokenIDs[0] != 5 {
+		t.Errorf("after the subscriber restarted: event %+v", m.batch.Events[0])
+	}
+}
