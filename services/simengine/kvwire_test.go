@@ -254,3 +254,29 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkEncodeKVBatch(b *testing.B) {
+	tokens := make([]uint32, 16*32)
+	hashes := make([]uint64, 32)
+	for i := range tokens {
+		tokens[i] = uint32(i * 7919)
+	}
+	for i := range hashes {
+		hashes[i] = uint64(i) * 0x9e3779b97f4a7c15
+	}
+	evs := make([]engine.Event, 64)
+	for i := range evs {
+		evs[i] = engine.Event{Kind: engine.BlockStored, BlockHashes: hashes, TokenIDs: tokens, BlockSize: 16, HasParent: i > 0, ParentHash: 1}
+	}
+	at := time.Now()
+	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
+		b.Run(format, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encodeKVBatch(format, at, 0, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
