@@ -42,6 +42,16 @@ func TestDataParallelRanks(t *testing.T) {
 		subs[rank] = sub
 	}
 
+	eps, err := s.Endpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Endpoints{ID: "sim-test", Model: "m", Engine: NamingVLLM, KVFormat: KVEventsVLLM, BaseURL: base,
+		MetricsURL: base + "/metrics", DPSize: 2, KV: eps.KV, Binds: true}
+	if diff := cmp.Diff(want, eps); diff != "" || len(eps.KV) != 2 || eps.KV[0] == eps.KV[1] {
+		t.Errorf("Endpoints mismatch (-want +got):\n%s", diff)
+	}
+
 	post(t, base+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 1, "data_parallel_rank": 1})
 	b, _ := json.Marshal(map[string]any{"prompt": []int{5, 6, 7, 8}, "max_tokens": 1})
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/completions", bytes.NewReader(b))
