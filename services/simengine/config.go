@@ -74,6 +74,12 @@ type Config struct {
 	// KVReplayBuffer is how many published batches the replay socket can resend.
 	KVReplayBuffer int
 
+	// LoRAAdapters names the LoRA adapters served beside the base model, comma-separated. A
+	// request for one (its OpenAI "model", or SGLang's lora_path) runs in the adapter's own
+	// prefix-cache namespace and its KV events carry lora_name (vLLM also lora_id, the
+	// adapter's 1-based position here).
+	LoRAAdapters string
+
 	// DPSize is the number of data-parallel ranks: each has its own engine (queue, slots and
 	// prefix cache), KV-event PUB (port + rank) and series in /metrics and /v1/loads.
 	DPSize int
@@ -139,6 +145,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KVEventsFormat, "kv-events-format", c.KVEventsFormat, "KV-event payload over ZMQ: vllm or sglang (empty = as -metrics-naming)")
 	fs.StringVar(&c.KVReplayEndpoint, "kv-replay-endpoint", c.KVReplayEndpoint, "ZMQ ROUTER replay endpoint (binds), e.g. tcp://*:5558; empty = no replay")
 	fs.IntVar(&c.KVReplayBuffer, "kv-replay-buffer", c.KVReplayBuffer, "KV-event batches kept for replay")
+	fs.StringVar(&c.LoRAAdapters, "lora-adapters", c.LoRAAdapters, "comma-separated LoRA adapters served beside -model; requests name one as their model (or SGLang lora_path) and get its own cache namespace")
 	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "data-parallel ranks, each with its own engine, cache and KV-event PUB (port + rank); requests go round-robin unless they set data_parallel_rank")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
@@ -148,6 +155,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "divides every simulated duration (100 = a hundred times faster)")
 	fs.IntVar(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "output tokens when a request sets no max_tokens")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+}
+
+// Adapters returns the parsed LoRA adapter names, in order.
+func (c *Config) Adapters() []string {
+	var out []string
+	for _, a := range strings.Split(c.LoRAAdapters, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Brokers returns the parsed broker list.
@@ -202,6 +220,13 @@ func (c *Config) Validate() error {
 	}
 	if c.KVReplayBuffer <= 0 {
 		errs = append(errs, fmt.Errorf("-kv-replay-buffer %d: must be positive (vLLM keeps %d)", c.KVReplayBuffer, DefaultKVReplayBuffer))
+	}
+	seen := map[string]bool{c.Model: true}
+	for _, a := range c.Adapters() {
+		if seen[a] {
+			errs = append(errs, fmt.Errorf("-lora-adapters: %q is listed twice or is the base -model; name each adapter once", a))
+		}
+		seen[a] = true
 	}
 	if c.DPSize < 1 || c.DPSize > maxDPSize {
 		errs = append(errs, fmt.Errorf("-dp-size %d: want 1..%d", c.DPSize, maxDPSize))

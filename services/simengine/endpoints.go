@@ -19,6 +19,8 @@ type Endpoints struct {
 	BaseURL, MetricsURL, LoadsURL string
 	// DPSize is the number of data-parallel ranks.
 	DPSize int
+	// LoRAAdapters are the adapters served beside Model.
+	LoRAAdapters []string
 	// KV and Replay are the PUB and replay endpoints of each DP rank, by rank, as
 	// KVEventsEndpoints returns them; nil when KV events over ZMQ are off (Replay also
 	// without -kv-replay-endpoint). A connecting PUB reports the subscriber it dials.
@@ -35,7 +37,7 @@ type Endpoints struct {
 func (s *Server) Endpoints(ctx context.Context) (Endpoints, error) {
 	base := "http://" + s.Addr()
 	e := Endpoints{ID: s.cfg.ID, Model: s.cfg.Model, Engine: s.cfg.MetricsNaming, KVFormat: s.cfg.kvEventsFormat(),
-		BaseURL: base, MetricsURL: base + "/metrics", DPSize: len(s.engines), Topic: s.cfg.KVEventsTopic,
+		BaseURL: base, MetricsURL: base + "/metrics", DPSize: len(s.engines), LoRAAdapters: s.cfg.Adapters(), Topic: s.cfg.KVEventsTopic,
 		Binds: s.cfg.KVEventsEndpoint != "" && zmqBinds(s.cfg.KVEventsEndpoint)}
 	if s.cfg.MetricsNaming == NamingSGLang {
 		e.LoadsURL = base + "/v1/loads"

@@ -73,6 +73,11 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 				return
 			}
 		}
+		lora, err := req.loraName(s.adapters)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 		asked, err := req.dpRank(r.Header)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -83,7 +88,7 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream, CacheSalt: req.CacheSalt})
+		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream, LoRAName: lora, CacheSalt: req.CacheSalt})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

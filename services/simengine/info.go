@@ -100,6 +100,8 @@ func (s *Server) serverInfo(w http.ResponseWriter, _ *http.Request) {
 		"is_embedding":                    false,
 		"skip_tokenizer_init":             false,
 		"enable_metrics":                  true,
+		"enable_lora":                     len(s.adapters) > 0,
+		"lora_paths":                      s.adapters,
 		"kv_events_config":                s.kvEventsConfig(),
 		"disaggregation_mode":             s.disaggregationMode(),
 		"disaggregation_bootstrap_port":   boot,

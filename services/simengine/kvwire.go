@@ -73,13 +73,14 @@ const (
 )
 
 // encodeKVBatch encodes one batch of engine events in format (KVEventsVLLM or
-// KVEventsSGLang) for DP rank rank. Map keys come in the engines' declaration order (msgspec
-// writes the tag first, then the fields), and optional fields still at their default are
-// left out as msgspec's omit_defaults does, so the bytes look like the engines' own.
-func encodeKVBatch(format string, at time.Time, rank int, evs []engine.Event) ([]byte, error) {
+// KVEventsSGLang) for DP rank rank; loraIDs numbers the LoRA adapters for vLLM's lora_id.
+// Map keys come in the engines' declaration order (msgspec writes the tag first, then the
+// fields), and optional fields still at their default are left out as msgspec's
+// omit_defaults does, so the bytes look like the engines' own.
+func encodeKVBatch(format string, at time.Time, rank int, evs []engine.Event, loraIDs map[string]int) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
-	w := &mpWriter{enc: enc}
+	w := &mpWriter{enc: enc, loraIDs: loraIDs}
 	w.arrayLen(3)
 	w.float(unixSeconds(at))
 	w.arrayLen(len(evs))
@@ -96,8 +97,9 @@ func encodeKVBatch(format string, at time.Time, rank int, evs []engine.Event) ([
 
 // mpWriter keeps the first encoding error so the encoders read straight through.
 type mpWriter struct {
-	enc *msgpack.Encoder
-	err error
+	enc     *msgpack.Encoder
+	loraIDs map[string]int
+	err     error
 }
 
 func (w *mpWriter) do(err error) {
@@ -149,11 +151,11 @@ func (w *mpWriter) parent(ev engine.Event, signed bool) {
 }
 
 // vllmEvent writes one event as vLLM 0.33 does. BlockStored carries every field without a
-// default (lora_id, medium, lora_name, even when nil) plus those a full-attention GPU block
-// sets: extra_keys (one entry per block: nil for text, ["<salt>"] for the first block of a
-// salted request), group_idx 0 and kv_cache_spec_kind
-// "full_attention". The sliding window, locality, ownership, session and lookahead fields
-// are at their defaults and omitted.
+// default (lora_id, medium, lora_name, nil for the base model) plus those a full-attention
+// GPU block sets: extra_keys, group_idx 0 and kv_cache_spec_kind "full_attention". The
+// sliding window, locality, ownership, session and lookahead fields are at their defaults
+// and omitted. A block's extra keys are vLLM's hash extras: the adapter name on every block
+// of an adapter, then the cache salt on a request's first block; nil when there are none.
 func (w *mpWriter) vllmEvent(ev engine.Event) {
 	switch ev.Kind {
 	case engine.BlockStored:
@@ -168,20 +170,35 @@ func (w *mpWriter) vllmEvent(ev engine.Event) {
 		w.key("block_size")
 		w.int(int64(ev.BlockSize))
 		w.key("lora_id")
-		w.null()
+		if id, ok := w.loraIDs[ev.LoRAName]; ok && ev.LoRAName != "" {
+			w.int(int64(id))
+		} else {
+			w.null()
+		}
 		w.keyStr("medium", "GPU")
 		w.key("lora_name")
-		w.null()
+		if ev.LoRAName != "" {
+			w.str(ev.LoRAName)
+		} else {
+			w.null()
+		}
 		w.key("extra_keys")
 		w.arrayLen(len(ev.BlockHashes))
 		for i := range ev.BlockHashes {
-			// vLLM mixes a request's cache_salt into the first block's hash only, and
-			// reports it there: that block's extra keys are the tuple (salt,).
+			var extra []string
+			if ev.LoRAName != "" {
+				extra = append(extra, ev.LoRAName)
+			}
 			if i == 0 && !ev.HasParent && ev.CacheSalt != "" {
-				w.arrayLen(1)
-				w.str(ev.CacheSalt)
-			} else {
+				extra = append(extra, ev.CacheSalt)
+			}
+			if extra == nil {
 				w.null()
+				continue
+			}
+			w.arrayLen(len(extra))
+			for _, k := range extra {
+				w.str(k)
 			}
 		}
 		w.key("group_idx")
@@ -202,13 +219,16 @@ func (w *mpWriter) vllmEvent(ev engine.Event) {
 }
 
 // sglangEvent writes one event as SGLang 0.5.23 does: int64 hashes, lora_id always present
-// (nil), medium "GPU", cache_salt when the request had one; session_id and lora_name are
+// (nil), medium "GPU", then cache_salt and lora_name when the request had them; session_id is
 // omitted (the simulated requests carry none).
 func (w *mpWriter) sglangEvent(ev engine.Event) {
 	switch ev.Kind {
 	case engine.BlockStored:
 		n := 7
 		if ev.CacheSalt != "" {
+			n++
+		}
+		if ev.LoRAName != "" {
 			n++
 		}
 		w.mapLen(n)
@@ -226,6 +246,9 @@ func (w *mpWriter) sglangEvent(ev engine.Event) {
 		w.keyStr("medium", "GPU")
 		if ev.CacheSalt != "" {
 			w.keyStr("cache_salt", ev.CacheSalt)
+		}
+		if ev.LoRAName != "" {
+			w.keyStr("lora_name", ev.LoRAName)
 		}
 	case engine.BlockRemoved:
 		w.mapLen(3)

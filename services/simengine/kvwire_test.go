@@ -3,6 +3,7 @@ package simengine
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"github.com/sluicehq/sluice/services/simengine/engine"
 	"github.com/sluicehq/sluice/state/kvevents"
 )
+
+// testLoRAIDs numbers the adapters of the sample events.
+var testLoRAIDs = map[string]int{"adapter-a": 1}
 
 // decodedEvent is the part of a decoded KV event the sim decides. Tests compare these rather
 // than kvevents.Event so they hold whatever else the decoder learns to read (KV-cache groups,
@@ -26,8 +30,9 @@ type decodedEvent struct {
 	BlockSize int
 	Medium    kvevents.Medium
 	AllTiers  bool
-	// Salt is the cache salt the decoder saw: its CacheSalt, or a first block's extra keys
-	// that are vLLM's salt tuple (salt,).
+	LoRA      string
+	// Salt is the cache salt the decoder saw: its CacheSalt, or what is left of a first
+	// block's extra keys (vLLM's hash extras) once the adapter name is taken out.
 	Salt string
 }
 
@@ -40,14 +45,24 @@ func project(t *testing.T, evs []kvevents.Event) []decodedEvent {
 		switch {
 		case ev.Stored != nil:
 			st := ev.Stored
-			d.Hashes, d.Parent, d.HasParent, d.Tokens, d.BlockSize, d.Medium, d.Salt =
-				st.BlockHashes, st.ParentHash, st.HasParent, st.TokenIDs, st.BlockSize, st.Medium, st.CacheSalt
-			if d.Salt == "" && len(st.ExtraKeys) > 0 && st.ExtraKeys[0] != "" {
-				var tuple []string
-				if err := msgpack.Unmarshal([]byte(st.ExtraKeys[0]), &tuple); err != nil || len(tuple) != 1 {
-					t.Fatalf("extra keys %q: want the salt tuple (salt,)", st.ExtraKeys[0])
+			d.Hashes, d.Parent, d.HasParent, d.Tokens, d.BlockSize, d.Medium, d.LoRA, d.Salt =
+				st.BlockHashes, st.ParentHash, st.HasParent, st.TokenIDs, st.BlockSize, st.Medium, st.LoRAName, st.CacheSalt
+			for i, k := range st.ExtraKeys {
+				if k == "" {
+					continue
 				}
-				d.Salt = tuple[0]
+				var tuple []string
+				if err := msgpack.Unmarshal([]byte(k), &tuple); err != nil {
+					t.Fatalf("extra keys %q: want vLLM's string tuple", k)
+				}
+				tuple = slices.DeleteFunc(tuple, func(e string) bool { return e == st.LoRAName })
+				switch {
+				case len(tuple) == 0:
+				case i == 0 && len(tuple) == 1 && d.Salt == "":
+					d.Salt = tuple[0]
+				default:
+					t.Fatalf("block %d extra keys %q: want only the adapter, and the salt on the first", i, tuple)
+				}
 			}
 		case ev.Removed != nil:
 			d.Hashes, d.Medium, d.AllTiers = ev.Removed.BlockHashes, ev.Removed.Medium, ev.Removed.AllTiers
@@ -66,7 +81,7 @@ func expected(format string, evs []engine.Event) []decodedEvent {
 		switch ev.Kind {
 		case engine.BlockStored:
 			d := decodedEvent{Kind: kvevents.KindBlockStored, Hashes: ev.BlockHashes, Parent: ev.ParentHash,
-				HasParent: ev.HasParent, Tokens: ev.TokenIDs, BlockSize: ev.BlockSize, Medium: kvevents.MediumGPU}
+				HasParent: ev.HasParent, Tokens: ev.TokenIDs, BlockSize: ev.BlockSize, Medium: kvevents.MediumGPU, LoRA: ev.LoRAName}
 			if format == KVEventsSGLang || !ev.HasParent {
 				d.Salt = ev.CacheSalt
 			}
@@ -100,6 +115,9 @@ func sampleEvents() []engine.Event {
 		{Kind: engine.BlockStored, BlockHashes: []uint64{1 << 63}, ParentHash: 7, HasParent: true, TokenIDs: []uint32{9, 10, 11, 12}, BlockSize: 4},
 		{Kind: engine.BlockStored, BlockHashes: []uint64{3, 4}, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, BlockSize: 4, CacheSalt: "tenant-a"},
 		{Kind: engine.BlockStored, BlockHashes: []uint64{5}, ParentHash: 4, HasParent: true, TokenIDs: []uint32{9, 9, 9, 9}, BlockSize: 4, CacheSalt: "tenant-a"},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{6}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, LoRAName: "adapter-a"},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{7, 8}, ParentHash: 6, HasParent: true, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, BlockSize: 4, LoRAName: "adapter-a", CacheSalt: "s"},
+		{Kind: engine.BlockStored, BlockHashes: []uint64{9}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, LoRAName: "adapter-a", CacheSalt: "s"},
 		{Kind: engine.BlockRemoved, BlockHashes: []uint64{15760518052499183552, 1<<64 - 1}},
 		{Kind: engine.AllBlocksCleared},
 	}
@@ -112,7 +130,7 @@ func TestEncodeKVBatchRoundTrip(t *testing.T) {
 	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
 		t.Run(format, func(t *testing.T) {
 			evs := sampleEvents()
-			payload, err := encodeKVBatch(format, at, 0, evs)
+			payload, err := encodeKVBatch(format, at, 0, evs, testLoRAIDs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,20 +151,28 @@ func TestEncodeKVBatchRoundTrip(t *testing.T) {
 // TestEncodeKVBatchShape checks the layout a consumer written against the engines would
 // see: vLLM's map keys in order and its uint64 hashes, SGLang's negative int64 hashes.
 func TestEncodeKVBatchShape(t *testing.T) {
-	evs := sampleEvents()[:1]
+	plain, adapter := sampleEvents()[0], sampleEvents()[6]
 	for _, tc := range []struct {
-		format string
-		want   []any
+		name, format string
+		ev           engine.Event
+		want         []any
 	}{
-		{KVEventsVLLM, []any{"type", "BlockStored", "block_hashes", []any{uint64(15760518052499183552), uint64(7)},
+		{"vllm", KVEventsVLLM, plain, []any{"type", "BlockStored", "block_hashes", []any{uint64(15760518052499183552), uint64(7)},
 			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4, 151644, 6, 7, 8}, "block_size", 4, "lora_id", nil,
 			"medium", "GPU", "lora_name", nil, "extra_keys", []any{nil, nil}, "group_idx", 0, "kv_cache_spec_kind", "full_attention"}},
-		{KVEventsSGLang, []any{"type", "BlockStored", "block_hashes", []any{int64(-2686226021210368064), 7},
+		{"sglang", KVEventsSGLang, plain, []any{"type", "BlockStored", "block_hashes", []any{int64(-2686226021210368064), 7},
 			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4, 151644, 6, 7, 8}, "block_size", 4, "lora_id", nil,
 			"medium", "GPU"}},
+		{"vllm_lora_salt", KVEventsVLLM, adapter, []any{"type", "BlockStored", "block_hashes", []any{9},
+			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4}, "block_size", 4, "lora_id", 1,
+			"medium", "GPU", "lora_name", "adapter-a", "extra_keys", []any{[]any{"adapter-a", "s"}}, "group_idx", 0,
+			"kv_cache_spec_kind", "full_attention"}},
+		{"sglang_lora_salt", KVEventsSGLang, adapter, []any{"type", "BlockStored", "block_hashes", []any{9},
+			"parent_block_hash", nil, "token_ids", []any{1, 2, 3, 4}, "block_size", 4, "lora_id", nil,
+			"medium", "GPU", "cache_salt", "s", "lora_name", "adapter-a"}},
 	} {
-		t.Run(tc.format, func(t *testing.T) {
-			payload, err := encodeKVBatch(tc.format, time.Unix(1, 0), 3, evs)
+		t.Run(tc.name, func(t *testing.T) {
+			payload, err := encodeKVBatch(tc.format, time.Unix(1, 0), 3, []engine.Event{tc.ev}, testLoRAIDs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,6 +278,7 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 		{TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9}},
 		{TokenIDs: []uint32{1, 2, 3, 4, 50, 60, 70, 80}},
 		{TokenIDs: []uint32{1, 2, 3, 4, 50, 60, 70, 80}, CacheSalt: "tenant-a"},
+		{TokenIDs: []uint32{1, 2, 3, 4, 50, 60, 70, 80}, LoRAName: "adapter-a", CacheSalt: "tenant-a"},
 		{TokenIDs: []uint32{100, 101, 102, 103, 104, 105, 106, 107}},
 	} {
 		req.MaxTokens = 1
@@ -276,7 +303,7 @@ func TestStoredEventsRoundTrip(t *testing.T) {
 	}
 	for _, format := range []string{KVEventsVLLM, KVEventsSGLang} {
 		t.Run(format, func(t *testing.T) {
-			payload, err := encodeKVBatch(format, time.Now(), 0, stored)
+			payload, err := encodeKVBatch(format, time.Now(), 0, stored, testLoRAIDs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +333,7 @@ func BenchmarkEncodeKVBatch(b *testing.B) {
 		b.Run(format, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encodeKVBatch(format, at, 0, evs); err != nil {
+				if _, err := encodeKVBatch(format, at, 0, evs, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

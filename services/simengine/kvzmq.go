@@ -76,6 +76,15 @@ func validateZMQEndpoint(flag, endpoint string) error {
 	return fmt.Errorf("-%s %q: want tcp://*:PORT (bind), tcp://HOST:PORT (connect), ipc://PATH or inproc://NAME", flag, endpoint)
 }
 
+// loraIDs numbers adapters from 1 in order, as vLLM's lora_int_id.
+func loraIDs(adapters []string) map[string]int {
+	ids := make(map[string]int, len(adapters))
+	for i, a := range adapters {
+		ids[a] = i + 1
+	}
+	return ids
+}
+
 type replayEntry struct {
 	seq     uint64
 	payload []byte
@@ -93,6 +102,7 @@ type zmqKVPublisher struct {
 	replayEP    string // offset by rank; "" without replay
 	topic       []byte
 	format      string
+	loraIDs     map[string]int // vLLM lora_id of each adapter
 	interval    time.Duration
 	bufferSteps int
 
@@ -133,7 +143,7 @@ func newZMQKVPublisher(logger *slog.Logger, cfg Config, rank int, reg prometheus
 	p := &zmqKVPublisher{
 		logger: logger.With(slog.String("component", "kv_zmq"), slog.Int("dp_rank", rank)),
 		rank:   rank, endpoint: ep, replayEP: rep, topic: []byte(cfg.KVEventsTopic),
-		format: cfg.kvEventsFormat(), interval: cfg.KVInterval, bufferSteps: cfg.KVReplayBuffer,
+		format: cfg.kvEventsFormat(), loraIDs: loraIDs(cfg.Adapters()), interval: cfg.KVInterval, bufferSteps: cfg.KVReplayBuffer,
 		ready: make(chan struct{}), sock: &zmqSocketState{},
 		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_simengine_zmq_kv_batches_total",
 			Help: "KV-event batches published on the ZMQ PUB socket.", ConstLabels: labels}),
@@ -276,7 +286,7 @@ func (p *zmqKVPublisher) publish(pub zmq4.Socket, seq *uint64) {
 	now := time.Now()
 	for len(evs) > 0 {
 		n := min(len(evs), maxEventsPerBatch)
-		payload, err := encodeKVBatch(p.format, now, p.rank, evs[:n])
+		payload, err := encodeKVBatch(p.format, now, p.rank, evs[:n], p.loraIDs)
 		evs = evs[n:]
 		if err != nil {
 			p.logger.Error("encode KV batch", slog.Any("error", err))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -32,6 +33,8 @@ type genRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 
+	// LoRAPath is SGLang's adapter selector: a name, or a list (batched) whose first is used.
+	LoRAPath json.RawMessage `json:"lora_path"`
 	// CacheSalt namespaces the request's prefix-cache blocks (vLLM's and SGLang's cache_salt).
 	CacheSalt string `json:"cache_salt"`
 	// DataParallelRank pins the request to a DP rank (SGLang's field); nil lets the engine
@@ -48,6 +51,33 @@ type bootstrap struct {
 	Host string
 	Port int
 	Room uint64
+}
+
+// loraName returns the LoRA adapter the request runs with: SGLang's lora_path, else its model
+// when that is one of adapters, else "" (the base model). A lora_path that names no served
+// adapter is an error, as in SGLang.
+func (r *genRequest) loraName(adapters []string) (string, error) {
+	if len(r.LoRAPath) > 0 && string(r.LoRAPath) != "null" {
+		var one string
+		if err := json.Unmarshal(r.LoRAPath, &one); err != nil {
+			var many []string
+			if err := json.Unmarshal(r.LoRAPath, &many); err != nil || len(many) == 0 {
+				return "", errors.New("lora_path: want an adapter name or a list of them")
+			}
+			one = many[0]
+		}
+		if one == "" {
+			return "", nil
+		}
+		if !slices.Contains(adapters, one) {
+			return "", fmt.Errorf("lora_path %q: not a served adapter (served: %v)", one, adapters)
+		}
+		return one, nil
+	}
+	if slices.Contains(adapters, r.Model) {
+		return r.Model, nil
+	}
+	return "", nil
 }
 
 // dpRankHeader is vLLM's request header pinning a request to a DP rank.

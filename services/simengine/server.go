@@ -63,14 +63,15 @@ const MaxBodyBytes = 32 << 20
 
 // Server is one simulated engine process (or an embedded one in dev mode and tests).
 type Server struct {
-	logger  *slog.Logger
-	cfg     Config
-	role    engine.Role
-	engines []*engine.Engine  // one per DP rank
-	pub     *Publisher        // nil without -kafka-brokers
-	kvZMQ   []*zmqKVPublisher // one per DP rank; nil without -kv-events-endpoint
-	nextDP  atomic.Uint64     // round-robin dispatch over the DP ranks
-	started time.Time
+	logger   *slog.Logger
+	cfg      Config
+	role     engine.Role
+	adapters []string          // served LoRA adapters
+	engines  []*engine.Engine  // one per DP rank
+	pub      *Publisher        // nil without -kafka-brokers
+	kvZMQ    []*zmqKVPublisher // one per DP rank; nil without -kv-events-endpoint
+	nextDP   atomic.Uint64     // round-robin dispatch over the DP ranks
+	started  time.Time
 
 	failed atomic.Bool
 	lastMu sync.Mutex
@@ -88,7 +89,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	role, _ := engine.ParseRole(cfg.Role)
-	s := &Server{logger: logger.With(slog.String("engine_id", cfg.ID)), cfg: cfg, role: role, started: time.Now()}
+	s := &Server{logger: logger.With(slog.String("engine_id", cfg.ID)), cfg: cfg, role: role, adapters: cfg.Adapters(),
+		started: time.Now()}
 	s.failed.Store(cfg.StartFailed)
 
 	promReg := prometheus.NewRegistry()

@@ -425,10 +425,61 @@ func TestCacheSaltFromRequest(t *testing.T) {
 	for i, p := range prompt {
 		ids[i] = uint32(p)
 	}
-	if got := s.Engine().CachedPrefixSalted(ids, "tenant-a"); got != 32 {
+	if got := s.Engine().CachedPrefixIn(ids, "", "tenant-a"); got != 32 {
 		t.Errorf("cached with the request's salt: %d tokens, want 32", got)
 	}
 	if got := s.Engine().CachedPrefix(ids); got != 0 {
 		t.Errorf("cached without a salt: %d tokens, want 0", got)
+	}
+}
+
+func TestLoRAAdapters(t *testing.T) {
+	cfg := testConfig()
+	cfg.LoRAAdapters = "adapter-a, adapter-b"
+	s, base := start(t, cfg)
+	prompt := make([]int, 32)
+	ids := make([]uint32, len(prompt))
+	for i := range prompt {
+		prompt[i], ids[i] = i+1, uint32(i+1)
+	}
+	post(t, base+"/v1/completions", map[string]any{"model": "adapter-a", "prompt": prompt, "max_tokens": 1})
+	post(t, base+"/generate", map[string]any{"input_ids": prompt, "lora_path": "adapter-b", "sampling_params": map[string]any{"max_new_tokens": 1}})
+	e := s.Engine()
+	for _, tc := range []struct {
+		lora string
+		want int
+	}{{"adapter-a", 32}, {"adapter-b", 32}, {"", 0}} {
+		if got := e.CachedPrefixIn(ids, tc.lora, ""); got != tc.want {
+			t.Errorf("cached in adapter %q's namespace: %d tokens, want %d", tc.lora, got, tc.want)
+		}
+	}
+	if resp, body := post(t, base+"/generate", map[string]any{"input_ids": prompt, "lora_path": "nope"}); resp.StatusCode != 400 {
+		t.Errorf("lora_path of no served adapter: %d %s, want 400", resp.StatusCode, body)
+	}
+	var models struct {
+		Data []struct {
+			ID     string  `json:"id"`
+			Parent *string `json:"parent"`
+		} `json:"data"`
+	}
+	_, body := get(t, base+"/v1/models")
+	if err := json.Unmarshal(body, &models); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range models.Data {
+		p := ""
+		if m.Parent != nil {
+			p = *m.Parent
+		}
+		got = append(got, m.ID+"<"+p)
+	}
+	if diff := cmp.Diff([]string{"m<", "adapter-a<m", "adapter-b<m"}, got); diff != "" {
+		t.Errorf("/v1/models mismatch (-want +got):\n%s", diff)
+	}
+	bad := testConfig()
+	bad.LoRAAdapters = "x,m"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "-lora-adapters") {
+		t.Errorf("Validate(adapter named as the base model) = %v, want a -lora-adapters error", err)
 	}
 }

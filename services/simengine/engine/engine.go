@@ -161,9 +161,10 @@ type Request struct {
 	MaxTokens int
 	// Stream is informational: the model behaves the same either way.
 	Stream bool
-	// CacheSalt namespaces the request's prefix blocks (vLLM's and SGLang's cache_salt): they
-	// hit only requests with the same salt. "" is the shared namespace.
-	CacheSalt string
+	// LoRAName is the LoRA adapter the request runs with, "" for the base model, and CacheSalt
+	// its cache salt (vLLM's and SGLang's cache_salt), "" for none. Both namespace its prefix
+	// blocks: they hit only requests of the same adapter and salt.
+	LoRAName, CacheSalt string
 }
 
 // Token is one generated token and when it was produced.
@@ -195,6 +196,7 @@ type Run struct {
 
 	e         *Engine
 	prompt    []uint32
+	lora      string
 	salt      string
 	hashes    []uint64
 	maxTokens int
@@ -242,11 +244,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
 		maxTokens = 1
 	}
 	r := &Run{
-		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, salt: req.CacheSalt, maxTokens: maxTokens,
+		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, lora: req.LoRAName, salt: req.CacheSalt, maxTokens: maxTokens,
 		tokens: make(chan Token, maxTokens), done: make(chan struct{}),
 	}
 	if e.cfg.Role != RoleDecode {
-		r.hashes = e.cache.chain(req.TokenIDs, req.CacheSalt)
+		r.hashes = e.cache.chain(req.TokenIDs, req.LoRAName, req.CacheSalt)
 	}
 	e.runs.Add(1)
 	go func() {
@@ -406,7 +408,7 @@ func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
 	defer e.mu.Unlock()
 	e.prefillTokens += int64(uncached)
 	e.prefillBusy += busy
-	if evs := e.cache.store(r.hashes, r.prompt, r.salt); len(evs) > 0 && e.cfg.Sink != nil {
+	if evs := e.cache.store(r.hashes, r.prompt, r.lora, r.salt); len(evs) > 0 && e.cfg.Sink != nil {
 		e.cfg.Sink(evs)
 	}
 }
@@ -459,16 +461,16 @@ func (e *Engine) Load() Load {
 	}
 }
 
-// CachedPrefix returns how many leading tokens of tokens (of an unsalted request) are in the
-// prefix cache (whole blocks), without touching the LRU order.
-func (e *Engine) CachedPrefix(tokens []uint32) int { return e.CachedPrefixSalted(tokens, "") }
+// CachedPrefix returns how many leading tokens of tokens (of a base-model request without a
+// salt) are in the prefix cache (whole blocks), without touching the LRU order.
+func (e *Engine) CachedPrefix(tokens []uint32) int { return e.CachedPrefixIn(tokens, "", "") }
 
-// CachedPrefixSalted is CachedPrefix for a request with cache salt salt.
-func (e *Engine) CachedPrefixSalted(tokens []uint32, salt string) int {
+// CachedPrefixIn is CachedPrefix for a request of LoRA adapter lora with cache salt salt.
+func (e *Engine) CachedPrefixIn(tokens []uint32, lora, salt string) int {
 	if e.cfg.Role == RoleDecode {
 		return 0
 	}
-	h := e.cache.chain(tokens, salt)
+	h := e.cache.chain(tokens, lora, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cache.matched(h) * e.cfg.BlockSize

@@ -39,9 +39,10 @@ type Event struct {
 	TokenIDs []uint32
 	// BlockSize is the tokens per block (BlockStored only).
 	BlockSize int
-	// CacheSalt is the salt of the request whose blocks these are, "" for none (BlockStored
-	// only). Its hashes already depend on it.
-	CacheSalt string
+	// LoRAName is the LoRA adapter of the request whose blocks these are, "" for the base
+	// model, and CacheSalt its cache salt, "" for none (BlockStored only). The hashes already
+	// depend on both.
+	LoRAName, CacheSalt string
 }
 
 // Sink receives KV-cache events in the order the cache changed. It is called with the engine's
