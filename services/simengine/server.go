@@ -29,13 +29,19 @@
 // dp_rank="<rank>") and /v1/loads entry. Requests go round-robin unless they name a rank
 // (SGLang's data_parallel_rank body field, vLLM's X-data-parallel-rank header).
 //
+// Namespaces: a request's cache_salt, and its LoRA adapter (-lora-adapters; named as the
+// OpenAI model or by SGLang's lora_path), give its prefix blocks a hash chain of their own;
+// SGLang events carry cache_salt and lora_name, vLLM events lora_name, lora_id and both in
+// the blocks' extra_keys, as the engines report them.
+//
 // Kafka (-kafka-brokers) is the older shortcut past enginelink: the sim writes sluice's own
 // LoadReport and KV records to Kafka itself. It is off when -kafka-brokers is empty, and can
 // run beside ZMQ. Roles plain, prefill (with a KV bootstrap port) and decode follow SGLang's
 // PD disaggregation.
 //
 // Dev mode and end-to-end tests embed it: New binds the HTTP listeners, Run serves and owns
-// the ZMQ sockets (KVEventsEndpoints reports their bound addresses).
+// the ZMQ sockets; Endpoints (or KVEventsEndpoints per rank) reports their bound addresses
+// and what a follower such as enginelink needs.
 package simengine
 
 import (
