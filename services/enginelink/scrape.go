@@ -155,17 +155,19 @@ type sglangLoads struct {
 }
 
 type sglangRankLoad struct {
-	Timestamp                  string  `json:"timestamp"`
-	DPRank                     float64 `json:"dp_rank"`
-	NumRunningReqs             float64 `json:"num_running_reqs"`
-	NumWaitingReqs             float64 `json:"num_waiting_reqs"`
-	NumWaitingUncachedTokens   float64 `json:"num_waiting_uncached_tokens"`
-	NumUsedTokens              float64 `json:"num_used_tokens"`
-	NumTotalTokens             float64 `json:"num_total_tokens"`
-	MaxTotalNumTokens          float64 `json:"max_total_num_tokens"`
-	MaxRunningRequests         float64 `json:"max_running_requests"`
-	TotalPrefillUncachedTokens float64 `json:"total_prefill_uncached_tokens"`
-	TotalPrefillBusyUs         float64 `json:"total_prefill_busy_us"`
+	// Timestamp is Unix seconds as a float in SGLang's per-rank LoadSnapshot (only the
+	// document's own timestamp is an ISO string); either form is accepted.
+	Timestamp                  json.RawMessage `json:"timestamp"`
+	DPRank                     float64         `json:"dp_rank"`
+	NumRunningReqs             float64         `json:"num_running_reqs"`
+	NumWaitingReqs             float64         `json:"num_waiting_reqs"`
+	NumWaitingUncachedTokens   float64         `json:"num_waiting_uncached_tokens"`
+	NumUsedTokens              float64         `json:"num_used_tokens"`
+	NumTotalTokens             float64         `json:"num_total_tokens"`
+	MaxTotalNumTokens          float64         `json:"max_total_num_tokens"`
+	MaxRunningRequests         float64         `json:"max_running_requests"`
+	TotalPrefillUncachedTokens float64         `json:"total_prefill_uncached_tokens"`
+	TotalPrefillBusyUs         float64         `json:"total_prefill_busy_us"`
 }
 
 // parseSGLangLoads maps /v1/loads to per-rank loads with the native numbers filled.
@@ -194,16 +196,29 @@ func parseSGLangLoads(r io.Reader) (map[int]*rankLoad, error) {
 				PrefillBusyMicrosTotal:     int64(e.TotalPrefillBusyUs),
 			},
 		}
-		ts := e.Timestamp
-		if ts == "" {
-			ts = doc.Timestamp
-		}
-		if t, err := parseISO(ts); err == nil {
+		if t, ok := rankTime(e.Timestamp); ok {
+			l.CapturedAt = t
+		} else if t, err := parseISO(doc.Timestamp); err == nil {
 			l.CapturedAt = t
 		}
 		out[rank] = l
 	}
 	return out, nil
+}
+
+// rankTime reads a per-rank timestamp: Unix seconds (a JSON number) or an RFC 3339 string.
+func rankTime(raw json.RawMessage) (time.Time, bool) {
+	var secs float64
+	if err := json.Unmarshal(raw, &secs); err == nil && secs > 0 {
+		return time.UnixMicro(int64(math.Round(secs * 1e6))).UTC(), true // float seconds carry about µs precision
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if t, err := parseISO(s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // parseISO reads an SGLang timestamp that names its zone (RFC 3339). One without a zone is in the
