@@ -162,7 +162,18 @@ func TestComposeStack(t *testing.T) {
 			}
 		}
 		if inv.command == "simengine" && inv.value["kafka-brokers"] == "" {
-			t.Errorf("service %q: simengine does not publish to Kafka (-kafka-brokers)", name)
+			// The production path: KV events over ZMQ, carried into Kafka by enginelink.
+			if inv.value["kv-events-endpoint"] == "" {
+				t.Errorf("service %q: simengine publishes neither to Kafka (-kafka-brokers) nor over ZMQ (-kv-events-endpoint)", name)
+			}
+			if len(count["enginelink"]) == 0 {
+				t.Errorf("service %q: simengine publishes over ZMQ but no enginelink service carries it into Kafka", name)
+			}
+		}
+		if inv.command == "enginelink" {
+			if inv.value["kafka-brokers"] == "" || (inv.value["fleet-admin-url"] == "" && inv.value["engines"] == "" && inv.value["engine"] == "") {
+				t.Errorf("service %q: enginelink needs -kafka-brokers and engines to follow (-fleet-admin-url, -engines or -engine)", name)
+			}
 		}
 		if inv.key == "ctl apply" && p.Services[name].Restart != types.RestartPolicyNo {
 			t.Errorf("service %q: one-shot job needs restart: \"no\", has %q", name, p.Services[name].Restart)

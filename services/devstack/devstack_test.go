@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,7 +79,8 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("POST %s: %v %v", body, resp, err)
 		return nil
 	}
-	resp := post(`{"model":"sim-chat","messages":[{"role":"user","content":"hello sluice"}],"max_tokens":4}`)
+	long := strings.Repeat("a prompt long enough to fill several KV blocks ", 40)
+	resp := post(`{"model":"sim-chat","messages":[{"role":"user","content":"` + long + `"}],"max_tokens":4}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), `"choices"`) {
@@ -97,6 +101,41 @@ func TestDevStack(t *testing.T) {
 	if chunks == 0 || !doneSeen {
 		t.Errorf("PD stream: %d chunks, [DONE] %v", chunks, doneSeen)
 	}
+	// The production path: load from every engine's /metrics or /v1/loads (vLLM- and
+	// SGLang-flavoured) and KV events over ZMQ reach the decider through enginelink and Kafka.
+	decider := regexp.MustCompile(`decider HTTP \(Connect/REST\)\s+(http://\S+)`).FindStringSubmatch(out.String())
+	if decider == nil {
+		t.Fatalf("banner lacks the decider HTTP address:\n%s", out.String())
+	}
+	waitUntil(t, 30*time.Second, "every engine's load known to the decider", func() (bool, string) {
+		var list struct {
+			Engines []struct {
+				ID   string `json:"id"`
+				Load struct {
+					LoadKnown bool `json:"loadKnown"`
+				} `json:"load"`
+			} `json:"engines"`
+		}
+		if err := getJSON(decider[1]+"/v1/admin/engines", &list); err != nil {
+			return false, err.Error()
+		}
+		var unknown []string
+		for _, e := range list.Engines {
+			if !e.Load.LoadKnown {
+				unknown = append(unknown, e.ID)
+			}
+		}
+		return len(list.Engines) == 4 && len(unknown) == 0, fmt.Sprintf("%d engines, load unknown for %v", len(list.Engines), unknown)
+	})
+	waitUntil(t, 30*time.Second, "KV events ingested without bad records", func() (bool, string) {
+		m, err := metricsText(decider[1] + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		kv := sample(m, "sluice_ingest_records_total", `stream="kv"`)
+		bad := sample(m, "sluice_ingest_bad_records_total", "")
+		return kv > 0 && bad == 0, fmt.Sprintf("kv records %v, bad records %v", kv, bad)
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -106,4 +145,61 @@ func TestDevStack(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev stack did not stop within 30s of cancellation")
 	}
+}
+
+// waitUntil polls cond until it holds or within passes; cond says what it saw.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v (last: %s)", what, within, saw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func metricsText(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// sample sums the samples of metric whose labels contain match.
+func sample(text, metric, match string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, metric) || !strings.Contains(line, match) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, metric)
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

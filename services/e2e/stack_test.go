@@ -32,9 +32,13 @@ const (
 	kafkaPartitions = 4
 )
 
-// Engine ids. Two plain engines serve models chat and chat-s (the first publishes KV events in
-// sluice's protobuf form, the second in vLLM's msgpack form); a prefill and a decode engine
-// serve model pd.
+// Engine ids. Two plain engines serve models chat and chat-s; a prefill and a decode engine
+// serve model pd. plain-a publishes its KV events and load straight to Kafka in sluice's
+// protobuf form; the others speak a real engine's wire, which enginelink (following the
+// decider's registry) carries into Kafka: plain-b as SGLang (it connects to the link's bound
+// socket with topic kv@<id>@<model>, load from /v1/loads, whose native numbers the load step's
+// pressure comparison needs), prefill and decode as vLLM (they bind their ZMQ PUB and replay
+// sockets, the link dials them, load from /metrics).
 const (
 	plainA  = "plain-a"
 	plainB  = "plain-b"
@@ -51,10 +55,15 @@ const (
 
 // engine is one simengine the stack runs, restartable on the same ports.
 type engine struct {
-	id, model, role, kvFormat string
-	models                    []string // the models its worker entry lists
-	port, bootstrapPort       int
-	proc                      *process
+	id, model, role string
+	// wire is how the engine's KV events and load leave it: "kafka-proto" (straight to Kafka),
+	// "vllm" (ZMQ PUB it binds, replay socket, /metrics) or "sglang" (ZMQ PUB connecting to
+	// enginelink's bound socket, /v1/loads).
+	wire                string
+	models              []string // the models its worker entry lists
+	port, bootstrapPort int
+	kvPort, replayPort  int // vllm wire: its PUB and replay ports
+	proc                *process
 }
 
 func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.port) }
@@ -70,13 +79,14 @@ type stack struct {
 	dsn                string
 
 	deciderGRPC, deciderHTTP, gatewayAddr string
-	decider, gateway                      *process
+	linkBind, linkHTTP                    string // enginelink's bound KV socket and its /metrics
+	decider, gateway, link                *process
 	engines                               map[string]*engine
 }
 
 // startStack builds sluice and starts every process, seeds the configuration through
 // `sluice ctl apply`, and returns once the decider lists all four engines as healthy with
-// load reports that came through Kafka.
+// load reports that came through Kafka (three of them through enginelink).
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	brokers := testenv.KafkaBrokers(t)
@@ -89,16 +99,20 @@ func startStack(t *testing.T) *stack {
 	s := &stack{procs: newProcs(t, bin, dir), dir: dir, brokers: strings.Join(brokers, ","), dsn: dsn,
 		loadTopic: loadTopic, kvTopic: kvTopic}
 
-	ports := freePorts(t, 8)
+	ports := freePorts(t, 14)
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
 	s.gatewayAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	s.engines = map[string]*engine{
-		plainA:  {id: plainA, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", kvFormat: "proto", port: ports[3]},
-		plainB:  {id: plainB, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", kvFormat: "vllm-msgpack", port: ports[4]},
-		prefill: {id: prefill, model: modelPD, models: []string{modelPD}, role: "prefill", kvFormat: "proto", port: ports[5], bootstrapPort: ports[6]},
-		decode:  {id: decode, model: modelPD, models: []string{modelPD}, role: "decode", kvFormat: "proto", port: ports[7]},
+		plainA: {id: plainA, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", wire: "kafka-proto", port: ports[3]},
+		plainB: {id: plainB, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", wire: "sglang", port: ports[4]},
+		prefill: {id: prefill, model: modelPD, models: []string{modelPD}, role: "prefill", wire: "vllm", port: ports[5], bootstrapPort: ports[6],
+			kvPort: ports[8], replayPort: ports[9]},
+		decode: {id: decode, model: modelPD, models: []string{modelPD}, role: "decode", wire: "vllm", port: ports[7],
+			kvPort: ports[12], replayPort: ports[13]},
 	}
+	s.linkBind = "tcp://127.0.0.1:" + strconv.Itoa(ports[10])
+	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[11])
 
 	s.decider = s.procs.start(t, "decider",
 		"decider",
@@ -116,6 +130,13 @@ func startStack(t *testing.T) *stack {
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
 	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
 	s.applyConfig(t)
+	s.link = s.procs.start(t, "enginelink",
+		"enginelink",
+		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
+		"-fleet-admin-url", "http://"+s.deciderHTTP, "-admin-token", viewerToken, "-fleet-poll", "500ms",
+		"-kv-bind", s.linkBind, "-scrape-interval", "200ms", "-http-addr", s.linkHTTP,
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
 
 	for _, id := range []string{plainA, plainB, prefill, decode} {
 		s.startEngine(t, s.engines[id])
@@ -155,6 +176,13 @@ func (s *stack) configYAML() string {
 		fmt.Fprintf(&b, "  - {id: %s, url: %q, models: [%s], role: %s", e.id, e.url(), strings.Join(e.models, ", "), e.role)
 		if e.bootstrapPort != 0 {
 			fmt.Fprintf(&b, ", bootstrap_port: %d", e.bootstrapPort)
+		}
+		switch e.wire {
+		case "vllm":
+			fmt.Fprintf(&b, `, kv_events_endpoint: "tcp://127.0.0.1:%d", kv_replay_endpoint: "tcp://127.0.0.1:%d", labels: {engine: vllm}`,
+				e.kvPort, e.replayPort)
+		case "sglang":
+			fmt.Fprintf(&b, `, kv_events_endpoint: "bind:%s", labels: {engine: sglang, loads_url: "%s/v1/loads"}`, s.linkBind, e.url())
 		}
 		b.WriteString("}\n")
 	}
@@ -202,9 +230,18 @@ func (s *stack) startEngine(t testing.TB, e *engine) {
 	t.Helper()
 	args := []string{"simengine",
 		"-addr", "127.0.0.1:" + strconv.Itoa(e.port), "-id", e.id, "-model", e.model, "-role", e.role,
-		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic, "-kv-format", e.kvFormat,
 		"-load-interval", "200ms", "-kv-interval", "20ms", "-speed", speed,
 		"-shutdown-timeout", "2s", "-log-format", "text"}
+	switch e.wire {
+	case "kafka-proto":
+		args = append(args, "-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic, "-kv-format", "proto")
+	case "vllm":
+		args = append(args, "-metrics-naming", "vllm",
+			"-kv-events-endpoint", "tcp://*:"+strconv.Itoa(e.kvPort), "-kv-replay-endpoint", "tcp://*:"+strconv.Itoa(e.replayPort))
+	case "sglang":
+		args = append(args, "-metrics-naming", "sglang",
+			"-kv-events-endpoint", s.linkBind, "-kv-events-topic", "kv@"+e.id+"@"+e.model)
+	}
 	if e.bootstrapPort != 0 {
 		args = append(args, "-bootstrap-port", strconv.Itoa(e.bootstrapPort))
 	}

@@ -59,13 +59,15 @@ func (s *Server) setFailed(failed bool) http.HandlerFunc {
 }
 
 func (s *Server) resetCache(w http.ResponseWriter, _ *http.Request) {
-	s.engine.Reset()
+	for _, e := range s.engines {
+		e.Reset()
+	}
 	writeJSON(w, map[string]any{"engine_id": s.cfg.ID, "cleared": true})
 }
 
 func (s *Server) info(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, map[string]any{"engine_id": s.cfg.ID, "model": s.cfg.Model, "role": s.role.String(),
-		"bootstrap_port": s.BootstrapPort(), "block_size": s.cfg.BlockSize, "healthy": !s.failed.Load()})
+		"bootstrap_port": s.BootstrapPort(), "block_size": s.cfg.BlockSize, "dp_size": len(s.engines), "healthy": !s.failed.Load()})
 }
 
 // tokenize serves POST /tokenize: {"prompt": "..."} (or "text") or {"messages": [...]} →
@@ -92,11 +94,19 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"tokens": tokens, "count": len(tokens), "max_model_len": s.cfg.CacheBlocks * s.cfg.BlockSize})
 }
 
+// models serves GET /v1/models: the base model, then each LoRA adapter with the base as its
+// parent, as vLLM lists them.
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{
+	maxLen := s.cfg.CacheBlocks * s.cfg.BlockSize
+	data := []any{map[string]any{
 		"id": s.cfg.Model, "object": "model", "created": s.started.Unix(), "owned_by": "sluice-simengine",
-		"max_model_len": s.cfg.CacheBlocks * s.cfg.BlockSize,
-	}}})
+		"root": s.cfg.Model, "parent": nil, "max_model_len": maxLen,
+	}}
+	for _, a := range s.adapters {
+		data = append(data, map[string]any{"id": a, "object": "model", "created": s.started.Unix(),
+			"owned_by": "sluice-simengine", "root": a, "parent": s.cfg.Model, "max_model_len": maxLen})
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": data})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

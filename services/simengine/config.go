@@ -19,6 +19,9 @@ const (
 	NamingVLLM          = "vllm"
 )
 
+// maxDPSize bounds -dp-size.
+const maxDPSize = 64
+
 // Config is the simengine's configuration, bound to flags with SLUICE_* environment fallbacks
 // in main and validated by New.
 type Config struct {
@@ -39,7 +42,8 @@ type Config struct {
 	// StartFailed starts the engine unhealthy (as after POST /admin/fail).
 	StartFailed bool
 
-	// KafkaBrokers, comma-separated; empty publishes nothing.
+	// KafkaBrokers, comma-separated: the sim writes sluice's own LoadReport and KV records there
+	// itself, bypassing enginelink. Empty writes nothing to Kafka (what a real engine does).
 	KafkaBrokers string
 	LoadTopic    string
 	KVTopic      string
@@ -49,8 +53,36 @@ type Config struct {
 	LoadInterval time.Duration
 	KVInterval   time.Duration
 
-	// MetricsNaming is sglang or vllm.
+	// MetricsNaming is sglang or vllm: the engine whose /metrics names and labels the sim
+	// imitates, and the default of KVEventsFormat.
 	MetricsNaming string
+
+	// KVEventsEndpoint is the ZMQ PUB endpoint of the KV-event stream, like the "endpoint" of
+	// vLLM's and SGLang's --kv-events-config: tcp://*:PORT binds; tcp://HOST:PORT connects
+	// to a subscriber that binds (sluice enginelink's bound mode); ipc:// and inproc:// bind.
+	// Empty publishes no KV events over ZMQ.
+	KVEventsEndpoint string
+	// KVEventsTopic fills the topic frame of every message. The engines default to "";
+	// enginelink's bound mode expects "kv@<engine id>@<model>" to tell engines apart.
+	KVEventsTopic string
+	// KVEventsFormat is the payload: vllm (vLLM 0.33) or sglang (SGLang 0.5.23); empty
+	// follows MetricsNaming.
+	KVEventsFormat string
+	// KVReplayEndpoint is the ROUTER replay endpoint (vLLM's replay_endpoint; it always
+	// binds); empty serves no replay.
+	KVReplayEndpoint string
+	// KVReplayBuffer is how many published batches the replay socket can resend.
+	KVReplayBuffer int
+
+	// LoRAAdapters names the LoRA adapters served beside the base model, comma-separated. A
+	// request for one (its OpenAI "model", or SGLang's lora_path) runs in the adapter's own
+	// prefix-cache namespace and its KV events carry lora_name (vLLM also lora_id, the
+	// adapter's 1-based position here).
+	LoRAAdapters string
+
+	// DPSize is the number of data-parallel ranks: each has its own engine (queue, slots and
+	// prefix cache), KV-event PUB (port + rank) and series in /metrics and /v1/loads.
+	DPSize int
 
 	BlockSize           int
 	CacheBlocks         int
@@ -79,6 +111,8 @@ func DefaultConfig() Config {
 		LoadInterval:        500 * time.Millisecond,
 		KVInterval:          50 * time.Millisecond,
 		MetricsNaming:       NamingSGLang,
+		KVReplayBuffer:      DefaultKVReplayBuffer,
+		DPSize:              1,
 		BlockSize:           engine.DefaultBlockSize,
 		CacheBlocks:         engine.DefaultCacheBlocks,
 		MaxRunning:          engine.DefaultMaxRunning,
@@ -99,13 +133,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BootstrapPort, "bootstrap-port", c.BootstrapPort, "prefill role: KV bootstrap listen port (0 = any free port)")
 	fs.BoolVar(&c.CheckBootstrap, "check-bootstrap", c.CheckBootstrap, "decode role: connect to the request's bootstrap host:port and fail the request if it cannot")
 	fs.BoolVar(&c.StartFailed, "fail", c.StartFailed, "start unhealthy: /health and the generation routes answer 503 until POST /admin/recover")
-	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "comma-separated Kafka brokers; empty = publish nothing")
+	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "comma-separated Kafka brokers the sim writes sluice's own load and KV records to, bypassing enginelink; empty = no Kafka (a real engine has none: use -kv-events-endpoint)")
 	fs.StringVar(&c.LoadTopic, "load-topic", c.LoadTopic, "Kafka topic for LoadReport records")
 	fs.StringVar(&c.KVTopic, "kv-topic", c.KVTopic, "Kafka topic for KV-event records")
 	fs.StringVar(&c.KVFormat, "kv-format", c.KVFormat, "KV-event payload: proto (sluice.v1.KvEventBatch) or vllm-msgpack")
 	fs.DurationVar(&c.LoadInterval, "load-interval", c.LoadInterval, "load report period")
-	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period")
-	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "/metrics naming: sglang or vllm")
+	fs.DurationVar(&c.KVInterval, "kv-interval", c.KVInterval, "KV-event batching period (Kafka and ZMQ)")
+	fs.StringVar(&c.MetricsNaming, "metrics-naming", c.MetricsNaming, "engine imitated by /metrics (names, labels) and the default KV-event format: sglang or vllm")
+	fs.StringVar(&c.KVEventsEndpoint, "kv-events-endpoint", c.KVEventsEndpoint, "ZMQ PUB endpoint for KV events (vLLM/SGLang wire): tcp://*:PORT binds, tcp://HOST:PORT connects to a bound subscriber, ipc:// and inproc:// bind; empty = off")
+	fs.StringVar(&c.KVEventsTopic, "kv-events-topic", c.KVEventsTopic, "topic frame of every KV-event message; enginelink's bound mode expects kv@<engine id>@<model>")
+	fs.StringVar(&c.KVEventsFormat, "kv-events-format", c.KVEventsFormat, "KV-event payload over ZMQ: vllm or sglang (empty = as -metrics-naming)")
+	fs.StringVar(&c.KVReplayEndpoint, "kv-replay-endpoint", c.KVReplayEndpoint, "ZMQ ROUTER replay endpoint (binds), e.g. tcp://*:5558; empty = no replay")
+	fs.IntVar(&c.KVReplayBuffer, "kv-replay-buffer", c.KVReplayBuffer, "KV-event batches kept for replay")
+	fs.StringVar(&c.LoRAAdapters, "lora-adapters", c.LoRAAdapters, "comma-separated LoRA adapters served beside -model; requests name one as their model (or SGLang lora_path) and get its own cache namespace")
+	fs.IntVar(&c.DPSize, "dp-size", c.DPSize, "data-parallel ranks, each with its own engine, cache and KV-event PUB (port + rank); requests go round-robin unless they set data_parallel_rank")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests running at once; the rest queue")
@@ -114,6 +155,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "divides every simulated duration (100 = a hundred times faster)")
 	fs.IntVar(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "output tokens when a request sets no max_tokens")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+}
+
+// Adapters returns the parsed LoRA adapter names, in order.
+func (c *Config) Adapters() []string {
+	var out []string
+	for _, a := range strings.Split(c.LoRAAdapters, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Brokers returns the parsed broker list.
@@ -151,6 +203,36 @@ func (c *Config) Validate() error {
 	if c.MetricsNaming != NamingSGLang && c.MetricsNaming != NamingVLLM {
 		errs = append(errs, fmt.Errorf("-metrics-naming %q: use %s or %s", c.MetricsNaming, NamingSGLang, NamingVLLM))
 	}
+	if c.KVEventsEndpoint != "" {
+		if err := validateZMQEndpoint("kv-events-endpoint", c.KVEventsEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.KVReplayEndpoint != "" {
+		if c.KVEventsEndpoint == "" {
+			errs = append(errs, errors.New("-kv-replay-endpoint: needs -kv-events-endpoint (replay resends the PUB stream)"))
+		} else if err := validateZMQEndpoint("kv-replay-endpoint", c.KVReplayEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f := c.KVEventsFormat; f != "" && f != KVEventsVLLM && f != KVEventsSGLang {
+		errs = append(errs, fmt.Errorf("-kv-events-format %q: use %s or %s (or leave it empty to follow -metrics-naming)", f, KVEventsVLLM, KVEventsSGLang))
+	}
+	if c.KVReplayBuffer <= 0 {
+		errs = append(errs, fmt.Errorf("-kv-replay-buffer %d: must be positive (vLLM keeps %d)", c.KVReplayBuffer, DefaultKVReplayBuffer))
+	}
+	seen := map[string]bool{c.Model: true}
+	for _, a := range c.Adapters() {
+		if seen[a] {
+			errs = append(errs, fmt.Errorf("-lora-adapters: %q is listed twice or is the base -model; name each adapter once", a))
+		}
+		seen[a] = true
+	}
+	if c.DPSize < 1 || c.DPSize > maxDPSize {
+		errs = append(errs, fmt.Errorf("-dp-size %d: want 1..%d", c.DPSize, maxDPSize))
+	} else if c.DPSize > 1 && len(c.Brokers()) > 0 {
+		errs = append(errs, fmt.Errorf("-dp-size %d: Kafka publishing (-kafka-brokers) serves one rank only; use -kv-events-endpoint for DP ranks", c.DPSize))
+	}
 	if len(c.Brokers()) > 0 {
 		if c.LoadTopic == "" || c.KVTopic == "" {
 			errs = append(errs, errors.New("-load-topic and -kv-topic: must not be empty when -kafka-brokers is set"))
@@ -184,6 +266,17 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// kvEventsFormat is KVEventsFormat with its default applied.
+func (c *Config) kvEventsFormat() string {
+	if c.KVEventsFormat != "" {
+		return c.KVEventsFormat
+	}
+	if c.MetricsNaming == NamingVLLM {
+		return KVEventsVLLM
+	}
+	return KVEventsSGLang
 }
 
 func (c *Config) engineConfig(sink engine.Sink) engine.Config {

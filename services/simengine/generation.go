@@ -73,7 +73,22 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 				return
 			}
 		}
-		run, err := s.engine.Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream})
+		lora, err := req.loraName(s.adapters)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		asked, err := req.dpRank(r.Header)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		rank, err := s.pick(asked)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream, LoRAName: lora, CacheSalt: req.CacheSalt})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -31,6 +33,14 @@ type genRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 
+	// LoRAPath is SGLang's adapter selector: a name, or a list (batched) whose first is used.
+	LoRAPath json.RawMessage `json:"lora_path"`
+	// CacheSalt namespaces the request's prefix-cache blocks (vLLM's and SGLang's cache_salt).
+	CacheSalt string `json:"cache_salt"`
+	// DataParallelRank pins the request to a DP rank (SGLang's field); nil lets the engine
+	// choose.
+	DataParallelRank *int `json:"data_parallel_rank"`
+
 	BootstrapHost json.RawMessage `json:"bootstrap_host"`
 	BootstrapPort json.RawMessage `json:"bootstrap_port"`
 	BootstrapRoom json.RawMessage `json:"bootstrap_room"`
@@ -41,6 +51,53 @@ type bootstrap struct {
 	Host string
 	Port int
 	Room uint64
+}
+
+// loraName returns the LoRA adapter the request runs with: SGLang's lora_path, else its model
+// when that is one of adapters, else "" (the base model). A lora_path that names no served
+// adapter is an error, as in SGLang.
+func (r *genRequest) loraName(adapters []string) (string, error) {
+	if len(r.LoRAPath) > 0 && string(r.LoRAPath) != "null" {
+		var one string
+		if err := json.Unmarshal(r.LoRAPath, &one); err != nil {
+			var many []string
+			if err := json.Unmarshal(r.LoRAPath, &many); err != nil || len(many) == 0 {
+				return "", errors.New("lora_path: want an adapter name or a list of them")
+			}
+			one = many[0]
+		}
+		if one == "" {
+			return "", nil
+		}
+		if !slices.Contains(adapters, one) {
+			return "", fmt.Errorf("lora_path %q: not a served adapter (served: %v)", one, adapters)
+		}
+		return one, nil
+	}
+	if slices.Contains(adapters, r.Model) {
+		return r.Model, nil
+	}
+	return "", nil
+}
+
+// dpRankHeader is vLLM's request header pinning a request to a DP rank.
+const dpRankHeader = "X-data-parallel-rank"
+
+// dpRank returns the DP rank the request asks for: the body's data_parallel_rank, else vLLM's
+// X-data-parallel-rank header, else nil.
+func (r *genRequest) dpRank(h http.Header) (*int, error) {
+	if r.DataParallelRank != nil {
+		return r.DataParallelRank, nil
+	}
+	v := h.Get(dpRankHeader)
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want an integer", dpRankHeader, v)
+	}
+	return &n, nil
 }
 
 func (r *genRequest) maxTokens() int {

@@ -323,70 +323,6 @@ func TestClientDisconnectFreesSlot(t *testing.T) {
 	}
 }
 
-func TestLoadsAndMetrics(t *testing.T) {
-	for _, tc := range []struct {
-		naming string
-		want   []string
-	}{
-		{NamingSGLang, []string{
-			`sglang:num_running_reqs{model_name="m"} 1`,
-			`sglang:num_queue_reqs{model_name="m"} 0`,
-			`sglang:max_total_num_tokens{model_name="m"} 4096`,
-			`sglang:num_used_tokens{model_name="m"} `,
-			`sglang:token_usage{model_name="m"} `,
-		}},
-		{NamingVLLM, []string{
-			`vllm:num_requests_running{engine="0",model_name="m"} 1`,
-			`vllm:num_requests_waiting{engine="0",model_name="m"} 0`,
-			`vllm:kv_cache_usage_perc{engine="0",model_name="m"} `,
-			`vllm:cache_config_info{block_size="16",enable_prefix_caching="True",engine="0",num_gpu_blocks="256"} 1`,
-		}},
-	} {
-		t.Run(tc.naming, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.MetricsNaming = tc.naming
-			cfg.CacheBlocks = 256
-			cfg.DecodeMsPerToken = 1000
-			s, base := start(t, cfg)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			run, err := s.Engine().Submit(ctx, engineRequest(Tokenize("some prompt words"), 10))
-			if err != nil {
-				t.Fatal(err)
-			}
-			<-run.Tokens()
-
-			_, body := get(t, base+"/metrics")
-			for _, w := range tc.want {
-				if !strings.Contains(string(body), w) {
-					t.Errorf("/metrics lacks %q", w)
-				}
-			}
-			other := "vllm:"
-			if tc.naming == NamingVLLM {
-				other = "sglang:"
-			}
-			if strings.Contains(string(body), other) {
-				t.Errorf("/metrics mixes namings: has %q", other)
-			}
-
-			_, lb := get(t, base+"/v1/loads")
-			var loads Loads
-			if err := json.Unmarshal(lb, &loads); err != nil {
-				t.Fatal(err)
-			}
-			if loads.DPRankCount != 1 || len(loads.Loads) != 1 {
-				t.Fatalf("loads %s", lb)
-			}
-			l := loads.Loads[0]
-			if l.NumRunningReqs != 1 || l.NumWaitingReqs != 0 || l.MaxTotalNumTokens != 4096 || l.MaxRunningRequests != int64(cfg.MaxRunning) ||
-				l.NumUsedTokens != 4 || l.TokenUsage <= 0 || l.Timestamp == 0 {
-				t.Errorf("loads %s", lb)
-			}
-		})
-	}
-}
-
 func TestHealthToggle(t *testing.T) {
 	_, base := start(t, testConfig())
 	check := func(want int) {
@@ -444,10 +380,106 @@ func TestBodyLimit(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Role, cfg.KVFormat, cfg.MetricsNaming, cfg.Speed = "both", "json", "tgi", 0
+	cfg.KVEventsEndpoint, cfg.KVEventsFormat, cfg.KVReplayEndpoint, cfg.KVReplayBuffer = "tcp://:5557", "dynamo", "udp://x:1", 0
+	cfg.DPSize = 0
 	err := cfg.Validate()
-	for _, flag := range []string{"-role", "-kv-format", "-metrics-naming", "-speed"} {
+	for _, flag := range []string{"-role", "-kv-format", "-metrics-naming", "-speed",
+		"-kv-events-endpoint", "-kv-events-format", "-kv-replay-endpoint", "-kv-replay-buffer", "-dp-size"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("Validate error %v does not name %s", err, flag)
 		}
+	}
+}
+
+func TestConfigValidateDPWithKafka(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DPSize, cfg.KafkaBrokers = 2, "localhost:9092"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "-dp-size 2: Kafka") {
+		t.Errorf("Validate() = %v, want -dp-size > 1 refused with -kafka-brokers", err)
+	}
+}
+
+func TestConfigValidateReplayNeedsPUB(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.KVReplayEndpoint = "tcp://*:5558"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "needs -kv-events-endpoint") {
+		t.Errorf("Validate() = %v, want -kv-replay-endpoint to need -kv-events-endpoint", err)
+	}
+	for _, ep := range []string{"tcp://*:5557", "tcp://10.0.0.1:5557", "tcp://[::1]:5557", "ipc:///tmp/kv", "inproc://kv"} {
+		cfg := DefaultConfig()
+		cfg.KVEventsEndpoint, cfg.KVReplayEndpoint = ep, "tcp://*:5558"
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(-kv-events-endpoint %s) = %v, want nil", ep, err)
+		}
+	}
+}
+
+func TestCacheSaltFromRequest(t *testing.T) {
+	s, base := start(t, testConfig())
+	prompt := make([]int, 32)
+	for i := range prompt {
+		prompt[i] = i + 1
+	}
+	post(t, base+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1, "cache_salt": "tenant-a"})
+	ids := make([]uint32, len(prompt))
+	for i, p := range prompt {
+		ids[i] = uint32(p)
+	}
+	if got := s.Engine().CachedPrefixIn(ids, "", "tenant-a"); got != 32 {
+		t.Errorf("cached with the request's salt: %d tokens, want 32", got)
+	}
+	if got := s.Engine().CachedPrefix(ids); got != 0 {
+		t.Errorf("cached without a salt: %d tokens, want 0", got)
+	}
+}
+
+func TestLoRAAdapters(t *testing.T) {
+	cfg := testConfig()
+	cfg.LoRAAdapters = "adapter-a, adapter-b"
+	s, base := start(t, cfg)
+	prompt := make([]int, 32)
+	ids := make([]uint32, len(prompt))
+	for i := range prompt {
+		prompt[i], ids[i] = i+1, uint32(i+1)
+	}
+	post(t, base+"/v1/completions", map[string]any{"model": "adapter-a", "prompt": prompt, "max_tokens": 1})
+	post(t, base+"/generate", map[string]any{"input_ids": prompt, "lora_path": "adapter-b", "sampling_params": map[string]any{"max_new_tokens": 1}})
+	e := s.Engine()
+	for _, tc := range []struct {
+		lora string
+		want int
+	}{{"adapter-a", 32}, {"adapter-b", 32}, {"", 0}} {
+		if got := e.CachedPrefixIn(ids, tc.lora, ""); got != tc.want {
+			t.Errorf("cached in adapter %q's namespace: %d tokens, want %d", tc.lora, got, tc.want)
+		}
+	}
+	if resp, body := post(t, base+"/generate", map[string]any{"input_ids": prompt, "lora_path": "nope"}); resp.StatusCode != 400 {
+		t.Errorf("lora_path of no served adapter: %d %s, want 400", resp.StatusCode, body)
+	}
+	var models struct {
+		Data []struct {
+			ID     string  `json:"id"`
+			Parent *string `json:"parent"`
+		} `json:"data"`
+	}
+	_, body := get(t, base+"/v1/models")
+	if err := json.Unmarshal(body, &models); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range models.Data {
+		p := ""
+		if m.Parent != nil {
+			p = *m.Parent
+		}
+		got = append(got, m.ID+"<"+p)
+	}
+	if diff := cmp.Diff([]string{"m<", "adapter-a<m", "adapter-b<m"}, got); diff != "" {
+		t.Errorf("/v1/models mismatch (-want +got):\n%s", diff)
+	}
+	bad := testConfig()
+	bad.LoRAAdapters = "x,m"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "-lora-adapters") {
+		t.Errorf("Validate(adapter named as the base model) = %v, want a -lora-adapters error", err)
 	}
 }

@@ -24,11 +24,18 @@ func newPrefixCache(blockSize, capacity int, seed uint64) *prefixCache {
 }
 
 // chain returns the hash of each full block of tokens: hash_i = H(hash_{i-1}, block_i) with
-// hash_{-1} = seed.
-func (c *prefixCache) chain(tokens []uint32) []uint64 {
+// hash_{-1} = seed, or H(seed, lora, salt) for a request of a LoRA adapter or with a cache
+// salt, so such blocks form a namespace of their own as in vLLM and SGLang.
+func (c *prefixCache) chain(tokens []uint32, lora, salt string) []uint64 {
 	n := len(tokens) / c.blockSize
 	out := make([]uint64, n)
 	parent := c.seed
+	if lora != "" || salt != "" {
+		h := fnv.New64a()
+		_ = binary.Write(h, binary.LittleEndian, c.seed)
+		_, _ = h.Write([]byte("lora\x00" + lora + "\x00salt\x00" + salt))
+		parent = h.Sum64()
+	}
 	buf := make([]byte, 8+4*c.blockSize)
 	for i := range n {
 		binary.LittleEndian.PutUint64(buf, parent)
@@ -64,9 +71,9 @@ func (c *prefixCache) touch(hashes []uint64) {
 
 // store inserts the blocks of tokens (whose chain is hashes) that are missing, evicting as
 // needed, and returns the events describing the change: evictions first, then one
-// BlockStored per run of consecutive new blocks. A chain longer than the cache is stored up to
-// the cache's capacity.
-func (c *prefixCache) store(hashes []uint64, tokens []uint32) []Event {
+// BlockStored per run of consecutive new blocks, carrying the request's adapter and salt. A
+// chain longer than the cache is stored up to the cache's capacity.
+func (c *prefixCache) store(hashes []uint64, tokens []uint32, lora, salt string) []Event {
 	n := min(len(hashes), c.capacity)
 	hashes = hashes[:n]
 	c.touch(hashes)
@@ -88,7 +95,7 @@ func (c *prefixCache) store(hashes []uint64, tokens []uint32) []Event {
 		}
 		c.blocks[h] = c.lru.PushFront(h)
 		if cur < 0 {
-			ev := Event{Kind: BlockStored, BlockSize: c.blockSize}
+			ev := Event{Kind: BlockStored, BlockSize: c.blockSize, LoRAName: lora, CacheSalt: salt}
 			if i > 0 {
 				ev.ParentHash, ev.HasParent = hashes[i-1], true
 			}

@@ -135,6 +135,9 @@ type Engine struct {
 	waitingUncached int64
 	prefillTokens   int64 // cumulative uncached prompt tokens prefilled
 	prefillBusy     time.Duration
+	promptTokens    int64 // cumulative prompt tokens looked up in the cache
+	cachedTokens    int64 // cumulative prompt tokens found there
+	decoding        int   // running requests past their prefill
 }
 
 // New returns an idle engine with an empty cache.
@@ -158,6 +161,10 @@ type Request struct {
 	MaxTokens int
 	// Stream is informational: the model behaves the same either way.
 	Stream bool
+	// LoRAName is the LoRA adapter the request runs with, "" for the base model, and CacheSalt
+	// its cache salt (vLLM's and SGLang's cache_salt), "" for none. Both namespace its prefix
+	// blocks: they hit only requests of the same adapter and salt.
+	LoRAName, CacheSalt string
 }
 
 // Token is one generated token and when it was produced.
@@ -189,6 +196,8 @@ type Run struct {
 
 	e         *Engine
 	prompt    []uint32
+	lora      string
+	salt      string
 	hashes    []uint64
 	maxTokens int
 	tokens    chan Token
@@ -235,11 +244,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
 		maxTokens = 1
 	}
 	r := &Run{
-		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, maxTokens: maxTokens,
+		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, lora: req.LoRAName, salt: req.CacheSalt, maxTokens: maxTokens,
 		tokens: make(chan Token, maxTokens), done: make(chan struct{}),
 	}
 	if e.cfg.Role != RoleDecode {
-		r.hashes = e.cache.chain(req.TokenIDs)
+		r.hashes = e.cache.chain(req.TokenIDs, req.LoRAName, req.CacheSalt)
 	}
 	e.runs.Add(1)
 	go func() {
@@ -282,6 +291,14 @@ func (r *Run) run(ctx context.Context) {
 		return
 	}
 	e.endPrefill(r, uncached, prefill)
+	e.mu.Lock()
+	e.decoding++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.decoding--
+		e.mu.Unlock()
+	}()
 
 	tpot := e.scale(e.cfg.DecodeMsPerToken * float64(time.Millisecond))
 	seed := promptHash(r.prompt)
@@ -377,6 +394,8 @@ func (e *Engine) beginPrefill(r *Run) int {
 	defer e.mu.Unlock()
 	n := e.cache.matched(r.hashes)
 	e.cache.touch(r.hashes[:n])
+	e.promptTokens += int64(len(r.prompt))
+	e.cachedTokens += int64(n * e.cfg.BlockSize)
 	return n * e.cfg.BlockSize
 }
 
@@ -389,7 +408,7 @@ func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
 	defer e.mu.Unlock()
 	e.prefillTokens += int64(uncached)
 	e.prefillBusy += busy
-	if evs := e.cache.store(r.hashes, r.prompt); len(evs) > 0 && e.cfg.Sink != nil {
+	if evs := e.cache.store(r.hashes, r.prompt, r.lora, r.salt); len(evs) > 0 && e.cfg.Sink != nil {
 		e.cfg.Sink(evs)
 	}
 }
@@ -418,6 +437,12 @@ type Load struct {
 	PrefillUncachedTokensTotal, PrefillBusyMicrosTotal int64
 	// CachedBlocks is the number of blocks in the prefix cache.
 	CachedBlocks int64
+	// PromptTokensTotal counts the prompt tokens looked up in the prefix cache since start and
+	// CachedTokensTotal those found there (vLLM's prefix-cache queries and hits). A decode
+	// engine looks nothing up.
+	PromptTokensTotal, CachedTokensTotal int64
+	// Decoding is the number of running requests past their prefill, generating tokens.
+	Decoding int64
 }
 
 // Load returns the current load.
@@ -430,17 +455,22 @@ func (e *Engine) Load() Load {
 		WaitingUncachedTokens: e.waitingUncached, TotalTokens: e.kvUsed + e.waitingUncached,
 		MaxRunning:                 int64(e.cfg.MaxRunning),
 		PrefillUncachedTokensTotal: e.prefillTokens, PrefillBusyMicrosTotal: e.prefillBusy.Microseconds(),
-		CachedBlocks: int64(e.cache.len()),
+		CachedBlocks:      int64(e.cache.len()),
+		PromptTokensTotal: e.promptTokens, CachedTokensTotal: e.cachedTokens,
+		Decoding: int64(e.decoding),
 	}
 }
 
-// CachedPrefix returns how many leading tokens of tokens are in the prefix cache (whole
-// blocks), without touching the LRU order.
-func (e *Engine) CachedPrefix(tokens []uint32) int {
+// CachedPrefix returns how many leading tokens of tokens (of a base-model request without a
+// salt) are in the prefix cache (whole blocks), without touching the LRU order.
+func (e *Engine) CachedPrefix(tokens []uint32) int { return e.CachedPrefixIn(tokens, "", "") }
+
+// CachedPrefixIn is CachedPrefix for a request of LoRA adapter lora with cache salt salt.
+func (e *Engine) CachedPrefixIn(tokens []uint32, lora, salt string) int {
 	if e.cfg.Role == RoleDecode {
 		return 0
 	}
-	h := e.cache.chain(tokens)
+	h := e.cache.chain(tokens, lora, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cache.matched(h) * e.cfg.BlockSize

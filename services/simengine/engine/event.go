@@ -39,6 +39,10 @@ type Event struct {
 	TokenIDs []uint32
 	// BlockSize is the tokens per block (BlockStored only).
 	BlockSize int
+	// LoRAName is the LoRA adapter of the request whose blocks these are, "" for the base
+	// model, and CacheSalt its cache salt, "" for none (BlockStored only). The hashes already
+	// depend on both.
+	LoRAName, CacheSalt string
 }
 
 // Sink receives KV-cache events in the order the cache changed. It is called with the engine's
