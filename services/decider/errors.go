@@ -58,6 +58,7 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		auth *authError
 	)
 	var over *overloadedError
+	var wt *config.WriteTimeoutError
 	switch {
 	case errors.As(err, &over):
 		return codes.ResourceExhausted, over.Error(), []protoadapt.MessageV1{
@@ -83,6 +84,11 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		return codes.FailedPrecondition, fmt.Sprintf("%v: re-read version %d and retry", err, ce.Current), []protoadapt.MessageV1{
 			&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_CONFLICT", Domain: errorDomain,
 				Metadata: map[string]string{"current_version": fmt.Sprint(ce.Current)}}}
+	case errors.As(err, &wt):
+		return codes.Unavailable, wt.Error() + "; Decide keeps serving the configuration in force", []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain,
+				Metadata: map[string]string{"may_have_applied": fmt.Sprint(wt.MayHaveApplied)}},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
 	case errors.Is(err, config.ErrUnavailable):
 		// The cause names the database user, name and host:port; the store logs it for the
 		// operator, the caller gets what to do.

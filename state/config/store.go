@@ -49,6 +49,28 @@ var ErrVersionNotFound = errors.New("configuration version not found")
 // be reached; the caller may retry later. Reads of Current are unaffected.
 var ErrUnavailable = errors.New("configuration store unavailable")
 
+// WriteTimeoutError is the [ErrUnavailable] of a write that hit the store's own deadline. Its
+// message says whether the write can have applied and names no database detail, so it is safe
+// to show a caller.
+type WriteTimeoutError struct {
+	// Deadline is the store's write deadline.
+	Deadline time.Duration
+	// MayHaveApplied is true when the deadline passed after the commit was sent: the write
+	// may or may not be in the version log.
+	MayHaveApplied bool
+}
+
+func (e *WriteTimeoutError) Error() string {
+	outcome := "nothing was written"
+	if e.MayHaveApplied {
+		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
+	}
+	return fmt.Sprintf("%v: the configuration database did not answer within the %s write deadline; %s", ErrUnavailable, e.Deadline, outcome)
+}
+
+// Unwrap returns ErrUnavailable.
+func (e *WriteTimeoutError) Unwrap() error { return ErrUnavailable }
+
 // VersionInfo describes one entry of a store's version log.
 type VersionInfo struct {
 	// Version is the version number, from 1.

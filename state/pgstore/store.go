@@ -414,12 +414,7 @@ func (s *Store) writeTimedOut(ctx, wctx context.Context, err error, committing b
 	if err == nil || ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
-	outcome := "nothing was written"
-	if committing {
-		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
-	}
-	return fmt.Errorf("%w: the configuration database did not answer within the %s write deadline; %s",
-		config.ErrUnavailable, s.cfg.WriteTimeout, outcome)
+	return &config.WriteTimeoutError{Deadline: s.cfg.WriteTimeout, MayHaveApplied: committing}
 }
 
 // documentAt returns version's document, reusing the current snapshot when
