@@ -56,7 +56,8 @@ func writeAPIError(w http.ResponseWriter, e apiError) {
 
 // decideError maps a Decide failure to the client's answer; it is the gateway's only mapping
 // of decider statuses. InvalidArgument → 400 with the ErrorInfo reason as code; Unavailable
-// (buckets exhausted, or the decider unreachable) and DeadlineExceeded → 503 with Retry-After;
+// (buckets exhausted, or the decider unreachable), a replica shedding load (RESOURCE_EXHAUSTED
+// DECIDER_OVERLOADED: its own retry hint) and DeadlineExceeded → 503 with Retry-After;
 // everything else → 500.
 func decideError(err error, retryAfter time.Duration) apiError {
 	st := status.Convert(err)
@@ -70,6 +71,14 @@ func decideError(err error, retryAfter time.Duration) apiError {
 				code: "decider_unavailable", retryAfter: retryAfter}
 		}
 		return apiError{status: http.StatusServiceUnavailable, message: st.Message(), typ: typeUnavailable, code: reason, retryAfter: retryAfter}
+	case codes.ResourceExhausted:
+		if deciderclient.Overloaded(err) {
+			if d := deciderclient.RetryDelay(err); d > 0 {
+				retryAfter = d
+			}
+			return apiError{status: http.StatusServiceUnavailable, message: st.Message(), typ: typeUnavailable,
+				code: "decider_overloaded", retryAfter: retryAfter}
+		}
 	case codes.DeadlineExceeded:
 		return apiError{status: http.StatusServiceUnavailable, message: "decider did not answer in time", typ: typeUnavailable,
 			code: "decider_timeout", retryAfter: retryAfter}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
+	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/services/limits"
 )
@@ -131,6 +132,12 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 		// The decision must not be lost to a client that leaves mid-call: its lease is
 		// released below like any other.
 		dec, err := s.decider.Decide(context.WithoutCancel(r.Context()), req)
+		if deciderclient.Overloaded(err) {
+			// A replica shed the call at once; the connection balances over every address of
+			// -decider-addr, so the one retry goes to the next replica.
+			s.metrics.overloadRetries.Inc()
+			dec, err = s.decider.Decide(context.WithoutCancel(r.Context()), req)
+		}
 		s.metrics.decide.Observe(time.Since(t0).Seconds())
 		if err != nil {
 			if r.Context().Err() != nil {

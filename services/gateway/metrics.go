@@ -11,6 +11,7 @@ type metrics struct {
 	ttfb               *prometheus.HistogramVec
 	decide             prometheus.Histogram
 	retries            prometheus.Counter
+	overloadRetries    prometheus.Counter
 	tokenizerFallbacks prometheus.Counter
 }
 
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Decide call latency as the gateway sees it, transport included.",
 			Buckets: []float64{5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1},
 		}),
+		overloadRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_decider_overload_retries_total",
+			Help: "Decide calls retried once because a decider replica shed them (DECIDER_OVERLOADED).",
+		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_retries_total",
 			Help: "Requests retried on a new decision after their engine failed before the first byte.",
@@ -47,6 +52,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Requests counted by the bytes/4 estimate because the configured tokenizer failed.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.upstream, m.ttfb, m.decide, m.retries, m.tokenizerFallbacks)
+	reg.MustRegister(m.requests, m.upstream, m.ttfb, m.decide, m.retries, m.overloadRetries, m.tokenizerFallbacks)
 	return m
 }

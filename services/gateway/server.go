@@ -67,7 +67,11 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	sizes := limits.For(cfg.MaxTokenIDs)
+	// round_robin over every address the target resolves to (e.g. dns:///deciders:7070 or a
+	// headless service): calls spread over the replicas, and a retry after a shed call lands
+	// on another one.
 	conn, err := grpc.NewClient(cfg.DeciderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(sizes.MaxMessageBytes), grpc.MaxCallRecvMsgSize(sizes.MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("-decider-addr %s: %w", cfg.DeciderAddr, err)

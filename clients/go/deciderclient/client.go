@@ -144,6 +144,26 @@ func Reason(err error) string {
 	return ""
 }
 
+// RetryDelay returns the retry hint (google.rpc.RetryInfo) an error carries, or 0.
+func RetryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// Overloaded reports whether err is a decider replica shedding the call because too many
+// Decide calls were in progress on it (RESOURCE_EXHAUSTED, reason DECIDER_OVERLOADED): another
+// replica, or the same one a moment later, can answer.
+func Overloaded(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && Reason(err) == ReasonOverloaded
+}
+
+// ReasonOverloaded is the ErrorInfo reason of a shed Decide call.
+const ReasonOverloaded = "DECIDER_OVERLOADED"
+
 // Rejections returns the admission rejections an Unavailable error carries.
 func Rejections(err error) []*sluicev1.AdmissionRejection {
 	for _, d := range status.Convert(err).Details() {
