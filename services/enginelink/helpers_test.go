@@ -439,3 +439,9 @@ func upTo(n uint64) []uint64 {
 	}
 	return out
 }
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
