@@ -49,6 +49,7 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		timeout: cfg.ShutdownTimeout,
 		m:       m,
 	}
+	codec, _ := compression(cfg.KafkaCompression) // validated
 	p.w = &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.brokers()...),
 		Balancer:               &kafka.Hash{},
@@ -56,12 +57,13 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		Async:                  true,
 		AllowAutoTopicCreation: true,
 		BatchSize:              cfg.KafkaBatchSize,
-		BatchBytes:             16 << 20,
+		BatchBytes:             1 << 20, // the brokers' default message.max.bytes
 		BatchTimeout:           cfg.KafkaBatchTimeout,
 		MaxAttempts:            5,
 		WriteBackoffMin:        50 * time.Millisecond,
 		WriteBackoffMax:        time.Second,
 		WriteTimeout:           5 * time.Second,
+		Compression:            codec,
 		Completion:             p.completed,
 	}
 	return p
