@@ -136,10 +136,33 @@ func (p *producer) write(ctx context.Context, batch []kafka.Message) {
 		p.topic(batch[i].Topic).produced.Inc()
 	}
 	p.m.kafkaBuffered.Set(float64(p.buffered.Load()))
-	if err := p.w.WriteMessages(ctx, batch...); err != nil {
-		// Async mode fails here only before queueing (metadata lookups, closed writer).
-		p.failed(batch, err)
+	// Async mode fails here only before anything is queued (metadata lookups, closed writer), so
+	// the whole batch can be retried: a topic being auto-created answers UnknownTopicOrPartition
+	// or LeaderNotAvailable for a moment. Meanwhile new records wait in the bounded buffer.
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.w.WriteMessages(ctx, batch...)
+		if err == nil {
+			return
+		}
+		if attempt >= writeAttempts || !retriable(err) || ctx.Err() != nil {
+			p.failed(batch, err)
+			return
+		}
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// writeAttempts bounds the retries of one batch the writer did not accept.
+const writeAttempts = 8
+
+func retriable(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke.Temporary()
+	}
+	return false
 }
 
 // completed is the writer's Completion callback: one call per produced batch.
