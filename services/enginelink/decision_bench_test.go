@@ -185,7 +185,7 @@ func matchedTokens(d *sluicev1.DecideResponse, engine string) int64 {
 
 // startDecisionDecider runs a real decider consuming the link's topics, with one engine e1 of
 // model m under a cache_aware bucket.
-func startDecisionDecider(b *testing.B, brokers, kvTopic, loadTopic string) *decider.Server {
+func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *decider.Server {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "sluice.yaml")
 	doc := "workers:\n  - {id: e1, url: \"http://127.0.0.1:9\", models: [m], role: plain}\n" +

@@ -59,12 +59,17 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		BatchSize:              cfg.KafkaBatchSize,
 		BatchBytes:             1 << 20, // the brokers' default message.max.bytes
 		BatchTimeout:           cfg.KafkaBatchTimeout,
-		MaxAttempts:            5,
-		WriteBackoffMin:        50 * time.Millisecond,
-		WriteBackoffMax:        time.Second,
-		WriteTimeout:           5 * time.Second,
-		Compression:            codec,
-		Completion:             p.completed,
+		// A produce batch is retried in place, which keeps each partition's order, for about
+		// two minutes (backoff capped at 1s): a broker outage shorter than that loses nothing
+		// while the bounded buffer (MaxBufferedRecords) holds the records arriving meanwhile;
+		// only a longer outage or a full buffer drops records, which the decider then sees as
+		// seq gaps.
+		MaxAttempts:     writerAttempts,
+		WriteBackoffMin: 50 * time.Millisecond,
+		WriteBackoffMax: time.Second,
+		WriteTimeout:    5 * time.Second,
+		Compression:     codec,
+		Completion:      p.completed,
 	}
 	return p
 }
@@ -153,6 +158,10 @@ func (p *producer) write(ctx context.Context, batch []kafka.Message) {
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// writerAttempts bounds the writer's attempts at one produce batch (about two minutes at the
+// 1 s back-off cap).
+const writerAttempts = 120
 
 // writeAttempts bounds the retries of one batch the writer did not accept.
 const writeAttempts = 8
