@@ -316,7 +316,7 @@ func TestAuthGRPC(t *testing.T) {
 	}
 	cfg.AdminTokensFile, cfg.DecideToken = tokens, "decide-secret"
 	cfg.Health.ProbeInterval = 0 // the test engines are not reachable: nothing would ever prove them
-	srv := startWith(t, cfg) // file store: auth does not depend on the store
+	srv := startWith(t, cfg)     // file store: auth does not depend on the store
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
