@@ -153,6 +153,7 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 		{"REST decide typo", "POST", "/v1/decide", `{"model": "chat", "input_tokens": 10, "dryrun": true}`, `unknown field "dryrun"`},
 		{"REST release unknown enum", "POST", "/v1/release", `{"lease_id": "x", "outcome": "NOPE"}`, `NOPE`},
 		{"REST admin typo", "POST", "/v1/admin/engines/a1:drain", `{"based_on": 1}`, `unknown field "based_on"`},
+		{"REST query typo", "GET", "/v1/admin/versions?limitt=2", "", `unknown query parameter "limitt"`},
 		{"Connect decide typo", "POST", "/sluice.v1.DeciderService/Decide", `{"model": "chat", "inputTokens": "10", "dryrun": true}`, `unknown field "dryrun"`},
 		{"Connect release unknown enum", "POST", "/sluice.v1.DeciderService/Release", `{"leaseId": "x", "outcome": "NOPE"}`, `NOPE`},
 	}

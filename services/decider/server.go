@@ -140,7 +140,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), runtime.WithErrorHandler(restErrorHandler))
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(), runtime.WithErrorHandler(restErrorHandler))
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
