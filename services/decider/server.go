@@ -71,6 +71,7 @@ type Server struct {
 	health           *health.Server
 	gatewayMux       *runtime.ServeMux
 	svc              *deciderService
+	shed             *shedder
 }
 
 // New builds the state, loads the configuration (an invalid file is a start-up error listing
@@ -132,7 +133,10 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
 	sizes := limits.For(cfg.MaxTokenIDs)
-	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary), grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
+	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
+	s.shed = shed
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary),
+		grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
 	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
@@ -165,7 +169,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
