@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -60,6 +61,10 @@ func (j *strictJSONPb) NewDecoder(r io.Reader) runtime.Decoder {
 func explainDecode(v any, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err // io.EOF: no body, which the gateway treats as an empty request
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("request body exceeds %d bytes, the limit derived from -max-token-ids", mbe.Limit)
 	}
 	if m, ok := v.(proto.Message); ok {
 		return badJSON(m, err)
