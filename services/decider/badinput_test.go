@@ -130,7 +130,8 @@ func TestAdminEngineIDsFollowTheIDRules(t *testing.T) {
 		body := `{"engine": {"id": "` + id + `", "url": "http://x.test:8000", "models": ["chat"], "role": "ROLE_PLAIN"}}`
 		status, resp := restCall(t, srv, "POST", "/v1/admin/engines", adminToken, body)
 		msg := messageOf(resp)
-		if status != 400 || !strings.Contains(msg, "engine.id") || !(strings.Contains(msg, "letters, digits") || strings.Contains(msg, "at most 128")) {
+		namesRule := strings.Contains(msg, "letters, digits") || strings.Contains(msg, "at most 128")
+		if status != 400 || !strings.Contains(msg, "engine.id") || !namesRule {
 			t.Errorf("register engine %q = %d %q, want 400 naming engine.id and the id rule", id, status, msg)
 		}
 	}
