@@ -58,7 +58,6 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		auth *authError
 	)
 	var over *overloadedError
-	var wt *config.WriteTimeoutError
 	switch {
 	case errors.As(err, &over):
 		return codes.ResourceExhausted, over.Error(), []protoadapt.MessageV1{
@@ -84,18 +83,18 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		return codes.FailedPrecondition, fmt.Sprintf("%v: re-read version %d and retry", err, ce.Current), []protoadapt.MessageV1{
 			&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_CONFLICT", Domain: errorDomain,
 				Metadata: map[string]string{"current_version": fmt.Sprint(ce.Current)}}}
-	case errors.As(err, &wt):
-		return codes.Unavailable, wt.Error() + "; Decide keeps serving the configuration in force", []protoadapt.MessageV1{
-			&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain,
-				Metadata: map[string]string{"may_have_applied": fmt.Sprint(wt.MayHaveApplied)}},
-			&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
 	case errors.Is(err, config.ErrUnavailable):
-		// The cause names the database user, name and host:port; the store logs it for the
-		// operator, the caller gets what to do.
-		return codes.Unavailable, fmt.Sprintf("%v: admin writes and version reads need the database, which cannot be reached; "+
-				"Decide keeps serving the configuration in force; retry in %v", config.ErrUnavailable, storeRetryDelay), []protoadapt.MessageV1{
-				&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain},
-				&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
+		// A cause from the driver names the database user, name and host:port: the caller gets
+		// only what the store marked safe (an UnavailableError's Detail) and what to do.
+		msg := fmt.Sprintf("%v: admin writes and version reads need the database, which cannot be reached", config.ErrUnavailable)
+		var ue *config.UnavailableError
+		if errors.As(err, &ue) {
+			msg = fmt.Sprintf("%v: %s", config.ErrUnavailable, ue.Detail)
+		}
+		msg += fmt.Sprintf("; Decide keeps serving the configuration in force; retry in %v", storeRetryDelay)
+		return codes.Unavailable, msg, []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
 	case errors.Is(err, config.ErrReadOnly):
 		return codes.FailedPrecondition, err.Error() + ": start the decider with -config FILE or -postgres-dsn to change it",
 			[]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: "CONFIG_READ_ONLY", Domain: errorDomain}}

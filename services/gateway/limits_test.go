@@ -114,3 +114,30 @@ func TestSlowHeadersAreCut(t *testing.T) {
 		t.Errorf("connection with unfinished headers still open after 5s with -read-header-timeout 100ms")
 	}
 }
+
+// TestRESTMappingRefusesUnknownFields: the gateway's REST mapping dropped unknown fields before
+// proxying to the decider, so "dryrun": true took a real lease.
+func TestRESTMappingRefusesUnknownFields(t *testing.T) {
+	e := newFakeEngine(t, "e1")
+	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	g := startGateway(t, d, nil)
+	resp := post(t, g, "/v1/decide", `{"model": "m", "input_tokens": 1, "dryrun": true}`)
+	if got := readAll(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, `unknown field \"dryrun\"`) {
+		t.Errorf("POST /v1/decide with \"dryrun\" through the gateway = %d %s, want 400 naming the field", resp.StatusCode, got)
+	}
+	if n := d.Leases().Leases(); n != 0 {
+		t.Errorf("%d leases taken by a refused request, want 0", n)
+	}
+}
+
+// TestErrorsDoNotEchoHugeValues: a 1 MB model name came back in a 1 MB error.
+func TestErrorsDoNotEchoHugeValues(t *testing.T) {
+	e := newFakeEngine(t, "e1")
+	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	g := startGateway(t, d, nil)
+	resp := post(t, g, routeCompletions, `{"model": "`+strings.Repeat("x", 1<<20)+`", "prompt": "hi"}`)
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusBadRequest || len(got) > 4096 {
+		t.Errorf("POST with a 1 MB model name = %d with a %d-byte body, want 400 under 4 KiB", resp.StatusCode, len(got))
+	}
+}

@@ -95,7 +95,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(promReg)
 
-	mux := runtime.NewServeMux(strictjson.GatewayMarshaler())
+	mux := runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser())
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerClient(ctx, mux, sluicev1.NewDeciderServiceClient(conn)); err != nil {
 		conn.Close()

@@ -1,17 +1,23 @@
-// Package strictjson is the JSON decoding of every REST (grpc-gateway) and Connect endpoint of
-// the decider and the gateway: unknown fields and unknown enum names are refused.
+// Package strictjson is the request decoding of every REST (grpc-gateway) and Connect endpoint
+// of the decider and the gateway: unknown JSON fields, unknown enum names and query parameters
+// that name no field are refused.
 package strictjson
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Both JSON front ends (grpc-gateway's REST and Connect's JSON codec) discard unknown fields by
@@ -55,6 +61,10 @@ func (j *strictJSONPb) NewDecoder(r io.Reader) runtime.Decoder {
 func explainDecode(v any, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err // io.EOF: no body, which the gateway treats as an empty request
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("request body exceeds %d bytes, the limit derived from -max-token-ids", mbe.Limit)
 	}
 	if m, ok := v.(proto.Message); ok {
 		return badJSON(m, err)
@@ -111,4 +121,48 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// GatewayQueryParser is grpc-gateway's query parameter parser refusing a parameter that names
+// no field of the request (?limitt=2 was ignored like an unknown JSON field). grpc-gateway keeps
+// the parser process-wide, so every mux in the process gets it.
+func GatewayQueryParser() runtime.ServeMuxOption {
+	return runtime.SetQueryParameterParser(&queryParser{})
+}
+
+type queryParser struct{ runtime.DefaultQueryParser }
+
+func (p *queryParser) Parse(msg proto.Message, values url.Values, filter *utilities.DoubleArray) error {
+	for key := range values {
+		path := strings.Split(key, ".")
+		if filter != nil && filter.HasCommonPrefix(path) {
+			continue // bound from the URL path
+		}
+		if !hasField(msg.ProtoReflect().Descriptor(), path) {
+			return fmt.Errorf("unknown query parameter %q: %s has no such field; check the spelling against /openapi.json",
+				clip(key, 128), msg.ProtoReflect().Descriptor().FullName())
+		}
+	}
+	return p.DefaultQueryParser.Parse(msg, values, filter)
+}
+
+// hasField reports whether path (proto or JSON names, nested with dots) names a field of md.
+func hasField(md protoreflect.MessageDescriptor, path []string) bool {
+	for i, name := range path {
+		f := md.Fields().ByName(protoreflect.Name(name))
+		if f == nil {
+			f = md.Fields().ByJSONName(name)
+		}
+		if f == nil {
+			return false
+		}
+		if i == len(path)-1 {
+			return true
+		}
+		if f.Message() == nil || f.IsMap() {
+			return false
+		}
+		md = f.Message()
+	}
+	return false
 }

@@ -47,29 +47,33 @@ var ErrVersionNotFound = errors.New("configuration version not found")
 
 // ErrUnavailable is matched by errors of a store whose backing service cannot
 // be reached; the caller may retry later. Reads of Current are unaffected.
+// Such errors may name the database's address or user: show callers only the
+// Detail of an [*UnavailableError].
 var ErrUnavailable = errors.New("configuration store unavailable")
 
-// WriteTimeoutError is the [ErrUnavailable] of a write that hit the store's own deadline. Its
-// message says whether the write can have applied and names no database detail, so it is safe
-// to show a caller.
-type WriteTimeoutError struct {
-	// Deadline is the store's write deadline.
-	Deadline time.Duration
-	// MayHaveApplied is true when the deadline passed after the commit was sent: the write
-	// may or may not be in the version log.
-	MayHaveApplied bool
+// UnavailableError is an [ErrUnavailable] whose Detail is safe to show to the
+// caller (it names no address, database or user), e.g. whether anything was
+// written; Err, when set, is the cause, for logs.
+type UnavailableError struct {
+	Detail string
+	Err    error
 }
 
-func (e *WriteTimeoutError) Error() string {
-	outcome := "nothing was written"
-	if e.MayHaveApplied {
-		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
+// Error joins ErrUnavailable, Detail and the cause.
+func (e *UnavailableError) Error() string {
+	if e.Err == nil {
+		return ErrUnavailable.Error() + ": " + e.Detail
 	}
-	return fmt.Sprintf("%v: the configuration database did not answer within the %s write deadline; %s", ErrUnavailable, e.Deadline, outcome)
+	return ErrUnavailable.Error() + ": " + e.Detail + ": " + e.Err.Error()
 }
 
-// Unwrap returns ErrUnavailable.
-func (e *WriteTimeoutError) Unwrap() error { return ErrUnavailable }
+// Unwrap returns ErrUnavailable and the cause.
+func (e *UnavailableError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUnavailable}
+	}
+	return []error{ErrUnavailable, e.Err}
+}
 
 // VersionInfo describes one entry of a store's version log.
 type VersionInfo struct {

@@ -414,7 +414,12 @@ func (s *Store) writeTimedOut(ctx, wctx context.Context, err error, committing b
 	if err == nil || ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
-	return &config.WriteTimeoutError{Deadline: s.cfg.WriteTimeout, MayHaveApplied: committing}
+	outcome := "nothing was written"
+	if committing {
+		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
+	}
+	return &config.UnavailableError{Detail: fmt.Sprintf("the configuration database did not answer within the %s write deadline; %s",
+		s.cfg.WriteTimeout, outcome)}
 }
 
 // documentAt returns version's document, reusing the current snapshot when
