@@ -7,6 +7,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +38,7 @@ func TestEndToEnd(t *testing.T) {
 		{"sessions", f.sessionsStick},
 		{"prefix", f.prefix},
 		{"load", f.load},
+		{"decider_sigkill", f.deciderSIGKILL},
 		{"kill_and_restart", f.killAndRestart},
 		{"leases_drain", f.leasesDrain},
 	} {
@@ -383,6 +386,62 @@ func (f *flow) killAndRestart(t *testing.T) {
 		return c.engine() == victim || n.engine() == victim, fmt.Sprintf("served by %v", served)
 	})
 	t.Logf("after the restart: %v", served)
+}
+
+// 5b. A decider killed with SIGKILL and started again on the same snapshot directory answers
+// exactly as before: the same engine and the same matched prefix for every cached prompt of
+// the run (restored from its last snapshot plus the Kafka tail), and the gateway serves again.
+func (f *flow) deciderSIGKILL(t *testing.T) {
+	s := f.s
+	var prompts [][]uint32
+	for _, holder := range []string{plainA, plainB} {
+		content := longText("sigkill-"+holder+"-", prefixWords)
+		c := s.chat(t, modelChat, content)
+		ids := s.tokenize(t, holder, content)
+		eventually(t, 20*time.Second, "the warm prompt's blocks are indexed", func() (bool, string) {
+			d := s.dryRun(t, modelChat, ids)
+			return matched(d, c.engine()) >= 1024, candidates(d)
+		})
+		prompts = append(prompts, ids)
+	}
+	answer := func(ids []uint32) string {
+		d := s.dryRun(t, modelChat, ids)
+		return plainPick(d) + " matched a=" + fmt.Sprint(matched(d, plainA)) + " b=" + fmt.Sprint(matched(d, plainB))
+	}
+	var before []string
+	for _, ids := range prompts {
+		before = append(before, answer(ids))
+	}
+	snapsMetric := "http://" + s.deciderHTTP + "/metrics"
+	written, _ := metric(t, snapsMetric, "sluice_ingest_snapshots_written_total")
+	eventually(t, 10*time.Second, "a snapshot written after the prompts were indexed", func() (bool, string) {
+		n, _ := metric(t, snapsMetric, "sluice_ingest_snapshots_written_total")
+		return n >= written+1, fmt.Sprintf("%v snapshots written", n)
+	})
+	s.decider.kill()
+	t.Log("killed the decider (SIGKILL)")
+	s.startDecider(t)
+	var after []string
+	eventually(t, 20*time.Second, "the restarted decider answers as before", func() (bool, string) {
+		after = after[:0]
+		for _, ids := range prompts {
+			after = append(after, answer(ids))
+		}
+		return fmt.Sprint(after) == fmt.Sprint(before), fmt.Sprintf("before %v, after %v", before, after)
+	})
+	t.Logf("answers after the restart: %v", after)
+	if log, err := os.ReadFile(s.decider.logPath); err != nil || !strings.Contains(string(log), "restored snapshot") {
+		t.Errorf("the restarted decider's log does not say it restored a snapshot (%v); see %s", err, s.decider.logPath)
+	}
+	eventually(t, 20*time.Second, "the gateway serves through the restarted decider", func() (bool, string) {
+		resp, err := quick.Post("http://"+s.gatewayAddr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"chat","messages":[{"role":"user","content":"after the decider restart"}],"max_tokens":2}`))
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
 }
 
 // 7. Every lease of the run was released: the decider holds none and counts nothing in flight.

@@ -80,6 +80,7 @@ type stack struct {
 
 	deciderGRPC, deciderHTTP, gatewayAddr string
 	linkBind, linkHTTP                    string // enginelink's bound KV socket and its /metrics
+	deciderArgs                           []string
 	decider, gateway, link                *process
 	engines                               map[string]*engine
 }
@@ -114,8 +115,7 @@ func startStack(t *testing.T) *stack {
 	s.linkBind = "tcp://127.0.0.1:" + strconv.Itoa(ports[10])
 	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[11])
 
-	s.decider = s.procs.start(t, "decider",
-		"decider",
+	s.deciderArgs = []string{"decider",
 		"-grpc-addr", s.deciderGRPC, "-http-addr", s.deciderHTTP,
 		"-postgres-dsn", dsn, "-config-snapshot", filepath.Join(dir, "last-known.json"),
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
@@ -127,8 +127,10 @@ func startStack(t *testing.T) *stack {
 		"-admin-token", adminToken, "-viewer-token", viewerToken,
 		// Long enough that no lease of the run expires: the drain check sees releases only.
 		"-lease-ttl", "10m",
-		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
-	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
+		// Warm restarts: snapshots of the load table and KV index with the offsets they cover.
+		"-snapshot-dir", filepath.Join(dir, "snapshots"), "-snapshot-interval", "300ms",
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}
+	s.startDecider(t)
 	s.applyConfig(t)
 	s.link = s.procs.start(t, "enginelink",
 		"enginelink",
@@ -165,6 +167,13 @@ func startStack(t *testing.T) *stack {
 		return len(missing) == 0, strings.Join(missing, "; ")
 	})
 	return s
+}
+
+// startDecider (re)starts the decider on its ports and waits for /readyz.
+func (s *stack) startDecider(t testing.TB) {
+	t.Helper()
+	s.decider = s.procs.start(t, "decider", s.deciderArgs...)
+	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
 }
 
 // configYAML is the configuration applied with `sluice ctl apply`.

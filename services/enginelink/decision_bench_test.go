@@ -120,7 +120,7 @@ func BenchmarkEngineToDecision(b *testing.B) {
 	nextProbe := start
 	for probed < b.N {
 		// Pace batches at the target rate; catch up in bursts after a slow send.
-		if ahead := start.Add(time.Duration(sent) * batchEvery).Sub(time.Now()); ahead > 0 {
+		if ahead := time.Until(start.Add(time.Duration(sent) * batchEvery)); ahead > 0 {
 			time.Sleep(ahead)
 		}
 		blocks := make([][]uint32, perBatch)
