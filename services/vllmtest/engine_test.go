@@ -18,7 +18,7 @@ const (
 	maxModelLen = 512
 	// engineStartTimeout bounds a vLLM start-up, normally 40–70 s, slower when both engines
 	// and other tests share two cores.
-	engineStartTimeout = 6 * time.Minute
+	engineStartTimeout = 8 * time.Minute
 )
 
 // vllmEngine is one real vLLM OpenAI server publishing KV events to enginelink's bound

@@ -58,7 +58,7 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 	t.Helper()
 	brokers := testenv.KafkaBrokers(t)
 	suffix := randomSuffix()
-	s := &stack{dir: t.TempDir(), brokers: strings.Join(brokers, ","),
+	s := &stack{dir: workDir(t), brokers: strings.Join(brokers, ","),
 		loadTopic: "vllm-load-" + suffix, kvTopic: "vllm-kv-" + suffix}
 	s.procs = newProcs(t, s.dir)
 	ports := freePorts(t, 9)
@@ -135,6 +135,22 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 		return len(missing) == 0, strings.Join(missing, "; ")
 	})
 	return s
+}
+
+// workDir is the directory of the run's logs, engine caches and sluice binary: the test's
+// temp dir, or one kept after the run when SLUICE_TEST_KEEP=1 (as scripts/test.sh keeps its
+// services' dir), to read what the engines and enginelink logged.
+func workDir(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SLUICE_TEST_KEEP") != "1" {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("", "sluice-vllmtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("keeping the logs in %s (SLUICE_TEST_KEEP=1)", d)
+	return d
 }
 
 // waitEngine waits for one engine's start-up from a goroutine of startStack: failures are

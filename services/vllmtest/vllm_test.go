@@ -43,6 +43,7 @@ func TestVLLMEndToEnd(t *testing.T) {
 		{"chat", f.chat},
 		{"prefix", f.prefix},
 		{"reset_prefix_cache", f.resetPrefixCache},
+		{"link_restart_replays", f.linkRestartReplays},
 		{"kill", f.kill},
 	} {
 		t0 := time.Now()
@@ -77,6 +78,12 @@ func other(id string) string {
 func (f *flow) coldPrompt(what string) string {
 	f.seq++
 	return fmt.Sprintf("cold%d %s %s: tell me something new", f.seq, randomSuffix(), what)
+}
+
+// blockPrompt returns a cold prompt of more than one 32-token block, so that serving it makes
+// the engine store a block and publish a KV-event batch.
+func (f *flow) blockPrompt(what string) string {
+	return f.coldPrompt(what) + " " + longText("pad", 24)
 }
 
 func longText(tag string, words int) string {
@@ -222,6 +229,79 @@ func (f *flow) resetPrefixCache(t *testing.T) {
 	o := other(f.holder)
 	if d := s.dryRun(t, tokenize(t, s.engines[o], f.otherPrompt)); d.GetPick().GetPlain().GetEngineId() != o || matched(d, o) == 0 {
 		t.Errorf("after %s's reset, %s's own cached prefix is no longer credited: %s; %s", f.holder, o, plainPick(d), candidates(d))
+	}
+}
+
+// Enginelink restarting loses nothing, and the replay socket is what makes that so:
+//   - batches an engine publishes while no link is bound are not dropped: its connecting ZMQ
+//     PUB keeps its pipe (and the old subscription) across the reconnect and delivers them to
+//     the new link once it binds;
+//   - the new link starts a new epoch for every engine, on which the decider clears the
+//     engine's residency, and the first live batch (seq > 0) makes the link replay the
+//     engine's history from seq 0 through vLLM's replay socket (replay_endpoint).
+//
+// So afterwards the decider credits the engine with a prefix cached before the restart
+// (known only through the replay) and one cached while the link was down (queued).
+func (f *flow) linkRestartReplays(t *testing.T) {
+	s := f.s
+	if f.holder == "" || f.otherPrompt == "" {
+		t.Skip("the prefix step cached no prefixes")
+	}
+	x := other(f.holder) // not the one just reset: its history holds a prefix
+	e := s.engines[x]
+	s.link.stop()
+	t.Logf("stopped enginelink (%v)", s.link.waitErr)
+	p3 := longText("gamma", prefixWords)
+	chatDirect(t, e, p3+"first question about gamma") // published while no link is bound
+	s.link = s.procs.start(t, "enginelink-restarted", nil, s.bin, s.linkArgs()...)
+	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
+
+	before := tokenize(t, e, f.otherPrompt)                    // cached before the restart
+	during := tokenize(t, e, p3+"second question about gamma") // cached while the link was down
+	want := int64(4 * blockSize)
+	credited := func() (bool, string) {
+		db, dd := s.dryRun(t, before), s.dryRun(t, during)
+		return matched(db, x) >= want && matched(dd, x) >= want,
+			fmt.Sprintf("prefix from before the restart: %s; from while it was down: %s; %s", plainPick(db), plainPick(dd), candidates(dd))
+	}
+	// Should nothing have been queued, a live batch is what starts the replay: requests that
+	// each publish one are sent until the decider knows both prefixes.
+	const attempts = 5
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		var ok bool
+		var last string
+		for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			ok, last = credited()
+		}
+		if ok {
+			t.Logf("%v after the restart (%d extra request(s)) the decider credits %s with both prefixes", time.Since(start).Round(time.Millisecond), attempt-1, x)
+			break
+		}
+		if attempt == attempts {
+			t.Fatalf("after the restart and %d requests to %s the decider does not credit it with both prefixes (want >= %d tokens each): %s\nenginelink's KV counters:\n%s",
+				attempts-1, x, want, last, s.linkKVCounters(t))
+		}
+		chatDirect(t, e, f.blockPrompt(fmt.Sprintf("after the link restart %d", attempt)))
+	}
+	t.Logf("restarted enginelink's KV counters:\n%s", s.linkKVCounters(t))
+	// The decider's view cannot tell a replayed batch from a live one; enginelink's own
+	// counter can (when it exports it under this name).
+	replayed := scrape(t, "http://"+s.linkHTTP+"/metrics", "sluice_enginelink_kv_batches_forwarded_total")
+	found := false
+	for _, smp := range replayed {
+		if smp.labels["engine"] == x && smp.labels["source"] == "replay" {
+			found = true
+			if smp.value == 0 {
+				t.Errorf("the restarted enginelink forwarded no replayed batch of %s", x)
+			}
+		}
+	}
+	if !found {
+		t.Logf("enginelink exports no sluice_enginelink_kv_batches_forwarded_total{source=\"replay\"}: replay not checked directly")
+	}
+	if got := s.servedBy(t, both, func() { s.chat(t, f.otherPrompt) }); got != x {
+		t.Errorf("request sharing the replayed prefix went to %s, want %s", got, x)
 	}
 }
 
