@@ -75,7 +75,7 @@ func startVLLM(t *testing.T, ps *procs, env testenv.VLLMEnv, e *vllmEngine, kvEn
 		"PYTHONUNBUFFERED=1",
 	)
 	e.started = time.Now()
-	e.proc = ps.start(t, e.id, procEnv, env.Python,
+	e.proc = ps.startGuarded(t, e.id, procEnv, env.Python,
 		"-m", "vllm.entrypoints.openai.api_server",
 		"--model", env.Model, "--served-model-name", modelName,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(e.port),

@@ -3,10 +3,12 @@ package vllmtest
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,11 +26,12 @@ const tailLines = 80
 // process is one child of the test in its own process group (vLLM's API server forks an
 // engine-core process: signals go to the whole group), its output in a log file.
 type process struct {
-	name    string
-	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error // set before exited is closed
+	name     string
+	logPath  string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	waitErr  error    // set before exited is closed
+	lifeline *os.File // the write end of a guarded process's stdin; nil otherwise
 }
 
 // procs owns every process a test started, so that all their logs can be shown on failure
@@ -72,6 +75,11 @@ func newProcs(t testing.TB, dir string) *procs {
 // DATABASE_URL, so only flags configure sluice) in a new process group.
 func (p *procs) start(t testing.TB, name string, env []string, bin string, args ...string) *process {
 	t.Helper()
+	return p.startWith(t, name, env, nil, bin, args...)
+}
+
+func (p *procs) startWith(t testing.TB, name string, env []string, stdin *os.File, bin string, args ...string) *process {
+	t.Helper()
 	p.mu.Lock()
 	p.seq++
 	logPath := filepath.Join(p.dir, fmt.Sprintf("%02d-%s.log", p.seq, name))
@@ -82,6 +90,9 @@ func (p *procs) start(t testing.TB, name string, env []string, bin string, args 
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	cmd.Env = env
 	if env == nil {
 		cmd.Env = childEnv()
@@ -100,6 +111,43 @@ func (p *procs) start(t testing.TB, name string, env []string, bin string, args 
 	p.mu.Lock()
 	p.all = append(p.all, pr)
 	p.mu.Unlock()
+	return pr
+}
+
+// guardScript runs its arguments as a server in its own process group and takes the whole
+// group down when the test process dies, however it dies. The kernel's parent-death signal
+// reaches only the direct child, and vLLM's engine-core and worker processes outlive their
+// API server when it is SIGKILLed. The test holds the write end of the script's stdin open
+// and never writes: EOF means the test is gone, and the group gets SIGTERM (vLLM then frees
+// its shared memory), SIGKILL 15 s later. A SIGTERM to the group is the normal stop: every
+// process gets it and the script exits with the server's status.
+const guardScript = `exec 3<&0
+"$@" </dev/null &
+server=$!
+( trap '' TERM; read -r _ <&3; kill -TERM 0; sleep 15; kill -KILL 0 ) &
+watcher=$!
+exec 3<&-
+trap 'kill -TERM "$server" 2>/dev/null' TERM INT
+while :; do
+  wait "$server"
+  rc=$?
+  kill -0 "$server" 2>/dev/null || break
+done
+kill -KILL "$watcher" 2>/dev/null
+exit "$rc"
+`
+
+// startGuarded is start for a server that forks children of its own (vLLM): it runs under
+// guardScript, so that none of them outlives the test.
+func (p *procs) startGuarded(t testing.TB, name string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := p.startWith(t, name, env, r, "bash", append([]string{"-c", guardScript, name, bin}, args...)...)
+	r.Close() // the child has its copy
+	pr.lifeline = w
 	return pr
 }
 
@@ -123,6 +171,9 @@ func (pr *process) signalGroup(sig syscall.Signal) {
 func (pr *process) kill() {
 	pr.signalGroup(syscall.SIGKILL)
 	<-pr.exited
+	if pr.lifeline != nil {
+		pr.lifeline.Close()
+	}
 }
 
 // stop asks the group to shut down (SIGTERM), kills it if the leader has not exited within
@@ -191,6 +242,45 @@ func freePorts(t testing.TB, n int) []int {
 		}
 		lis = append(lis, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// serverPorts returns n distinct free loopback TCP ports below the kernel's ephemeral range,
+// for servers that bind late: vLLM binds its HTTP port ~20 s and its replay socket ~30 s
+// after it starts, long enough for an outgoing connection of any process on the machine to
+// be given a port that freePorts picked from the ephemeral range.
+func serverPorts(t testing.TB, n int) []int {
+	t.Helper()
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	const span = 10000
+	if lo <= 1024+span {
+		return freePorts(t, n)
+	}
+	var ports []int
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	for p := lo - span + rand.IntN(span/2); len(ports) < n && p < lo; p++ {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		lis = append(lis, l)
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		t.Fatalf("found only %d free loopback ports below %d", len(ports), lo)
 	}
 	return ports
 }

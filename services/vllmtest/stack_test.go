@@ -61,15 +61,16 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 	s := &stack{dir: workDir(t), brokers: strings.Join(brokers, ","),
 		loadTopic: "vllm-load-" + suffix, kvTopic: "vllm-kv-" + suffix}
 	s.procs = newProcs(t, s.dir)
-	ports := freePorts(t, 9)
+	ports := freePorts(t, 5)
+	late := serverPorts(t, 4) // the engines bind theirs late
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
 	s.gatewayAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[3])
 	s.kvBind = "tcp://127.0.0.1:" + strconv.Itoa(ports[4])
 	s.engines = map[string]*vllmEngine{
-		engineA: {id: engineA, port: ports[5], replayPort: ports[6], dir: filepath.Join(s.dir, engineA)},
-		engineB: {id: engineB, port: ports[7], replayPort: ports[8], dir: filepath.Join(s.dir, engineB)},
+		engineA: {id: engineA, port: late[0], replayPort: late[1], dir: filepath.Join(s.dir, engineA)},
+		engineB: {id: engineB, port: late[2], replayPort: late[3], dir: filepath.Join(s.dir, engineB)},
 	}
 
 	// The engines take a minute: start them first, in parallel, and build and start sluice
