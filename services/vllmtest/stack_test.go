@@ -84,7 +84,7 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 
 	createTopics(t, brokers, s.loadTopic, s.kvTopic)
 	s.bin = buildSluice(t, s.dir)
-	s.link = s.procs.start(t, "enginelink", nil, s.bin, s.linkArgs()...)
+	s.link = s.procs.start(t, "enginelink", nil, s.bin, s.linkArgs(false)...)
 	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
 
 	cfg := filepath.Join(s.dir, "sluice.yaml")
@@ -184,13 +184,19 @@ func waitEngine(t *testing.T, e *vllmEngine) {
 	}
 }
 
-// linkArgs runs enginelink in static mode: both engines named with -engine, their
-// connecting publishers on the one socket it binds.
-func (s *stack) linkArgs() []string {
+// linkArgs runs enginelink with the engines' connecting publishers on the one socket it
+// binds. In static mode both engines are named with -engine; in fleet mode the link follows
+// the decider's registry, where the workers declare the same endpoints (configYAML). A
+// scrape may take longer than the interval: a vLLM server on a loaded CPU answers /metrics
+// in up to a second.
+func (s *stack) linkArgs(fleet bool) []string {
 	args := []string{"enginelink",
 		"-kafka-brokers", s.brokers, "-kv-topic", s.kvTopic, "-load-topic", s.loadTopic,
-		"-kv-bind", s.kvBind, "-http-addr", s.linkHTTP, "-scrape-interval", "250ms",
+		"-kv-bind", s.kvBind, "-http-addr", s.linkHTTP, "-scrape-interval", "250ms", "-scrape-timeout", "2s",
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}
+	if fleet {
+		return append(args, "-fleet-admin-url", "http://"+s.deciderHTTP, "-admin-token", viewerToken, "-fleet-poll", "1s")
+	}
 	for _, id := range []string{engineA, engineB} {
 		e := s.engines[id]
 		args = append(args, "-engine", fmt.Sprintf("id=%s,model=%s,engine=vllm,kv=bind,replay=%s,metrics=%s/metrics",
@@ -199,12 +205,16 @@ func (s *stack) linkArgs() []string {
 	return args
 }
 
-// configYAML is the decider's configuration: both engines in one cache_aware bucket.
+// configYAML is the decider's configuration: both engines in one cache_aware bucket, each
+// declaring its KV-event endpoint (it connects to the link's bound socket), replay socket
+// and metrics for enginelink in fleet mode.
 func (s *stack) configYAML() string {
 	var b strings.Builder
 	b.WriteString("workers:\n")
 	for _, id := range []string{engineA, engineB} {
-		fmt.Fprintf(&b, "  - {id: %s, url: %q, models: [%s], role: plain}\n", id, s.engines[id].url(), modelName)
+		e := s.engines[id]
+		fmt.Fprintf(&b, "  - {id: %s, url: %q, models: [%s], role: plain, kv_events_endpoint: %q, kv_replay_endpoint: %q, metrics_url: %q}\n",
+			id, e.url(), modelName, "bind:"+s.kvBind, e.replayEndpoint(), e.url()+"/metrics")
 	}
 	fmt.Fprintf(&b, `buckets:
   - id: tiny

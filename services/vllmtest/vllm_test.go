@@ -241,7 +241,9 @@ func (f *flow) resetPrefixCache(t *testing.T) {
 //     engine's history from seq 0 through vLLM's replay socket (replay_endpoint).
 //
 // So afterwards the decider credits the engine with a prefix cached before the restart
-// (known only through the replay) and one cached while the link was down (queued).
+// (known only through the replay) and one cached while the link was down (queued). The
+// restarted link runs in fleet mode: it learns the engines and their endpoints from the
+// decider's registry instead of flags.
 func (f *flow) linkRestartReplays(t *testing.T) {
 	s := f.s
 	if f.holder == "" || f.otherPrompt == "" {
@@ -253,8 +255,8 @@ func (f *flow) linkRestartReplays(t *testing.T) {
 	t.Logf("stopped enginelink (%v)", s.link.waitErr)
 	p3 := longText("gamma", prefixWords)
 	chatDirect(t, e, p3+"first question about gamma") // published while no link is bound
-	s.link = s.procs.start(t, "enginelink-restarted", nil, s.bin, s.linkArgs()...)
-	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
+	s.link = s.procs.start(t, "enginelink-fleet", nil, s.bin, s.linkArgs(true)...)
+	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/readyz") // ready once it has read the registry
 
 	before := tokenize(t, e, f.otherPrompt)                    // cached before the restart
 	during := tokenize(t, e, p3+"second question about gamma") // cached while the link was down
