@@ -165,3 +165,21 @@ buckets:
 		t.Errorf("versions --grpc -o json = %d %q %q", code, out, errOut)
 	}
 }
+
+// TestApplyEmptyFileIsRefused: `sluice ctl apply -f /dev/null` used to apply an empty
+// configuration; the decider refuses it naming the document, and ctl exits "invalid".
+func TestApplyEmptyFileIsRefused(t *testing.T) {
+	srv := startDecider(t)
+	comments := writeFile(t, "comments.yaml", "# to be written\n")
+	for _, file := range []string{os.DevNull, comments} {
+		for _, cmd := range []string{"validate", "apply"} {
+			code, _, errOut := run(t, srv, cmd, "-f", file)
+			if code != ctl.ExitInvalid || !strings.Contains(errOut, "document: the document is empty") {
+				t.Errorf("sluice ctl %s -f %s = exit %d\n%s\nwant %d naming the empty document", cmd, file, code, errOut, ctl.ExitInvalid)
+			}
+		}
+	}
+	if v := srv.Store().Current().Version; v != 1 {
+		t.Errorf("an empty apply changed the version to %d", v)
+	}
+}

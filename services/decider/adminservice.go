@@ -148,10 +148,16 @@ func (a *adminService) change(ctx context.Context, basedOn int64, edit func(*con
 	return snap, config.Summarize(doc, snap.Document), nil
 }
 
+// applyConfig replaces the whole document. An empty one (no body, {}, document "", a
+// misspelled field name that left document unset, a file of comments) is refused naming the
+// field: it would otherwise replace every bucket and engine with nothing.
 func (a *adminService) applyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
 	doc, err := config.Parse([]byte(in.GetDocument()), config.FormatAuto)
 	if err != nil {
 		return nil, err
+	}
+	if doc.IsEmpty() {
+		return nil, config.EmptyDocumentError("document")
 	}
 	prev, version, err := a.base(ctx, in.GetBasedOnVersion())
 	if err != nil {
@@ -377,6 +383,16 @@ func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
 	if w.Role == "" {
 		return w, &config.ValidationError{Problems: []config.Problem{{Path: "engine.role", Message: "role is unset; use ROLE_PLAIN, ROLE_PREFILL or ROLE_DECODE"}}}
 	}
+	// Check the engine on its own first, so problems name engine.id (not workers[7].id).
+	var ve *config.ValidationError
+	if err := (&config.Document{Workers: []config.WorkerSpec{w}}).Validate(); errors.As(err, &ve) {
+		for i, p := range ve.Problems {
+			if rest, ok := strings.CutPrefix(p.Path, "workers[0]"); ok {
+				ve.Problems[i].Path = "engine" + rest
+			}
+		}
+		return w, ve
+	}
 	return w, nil
 }
 
@@ -489,12 +505,17 @@ func (a *adminService) removeEngine(ctx context.Context, in *sluicev1.RemoveEngi
 // grpcAdmin is the native gRPC (and grpc-gateway) face of adminService.
 type grpcAdmin struct {
 	sluicev1.UnimplementedAdminServiceServer
-	a *adminService
+	a    *adminService
+	auth *authenticator // checks REST calls, which grpc-gateway makes in process
 }
 
 var _ sluicev1.AdminServiceServer = grpcAdmin{}
 
-func grpcCall[Req, Resp any](ctx context.Context, in *Req, f func(context.Context, *Req) (*Resp, error)) (*Resp, error) {
+func grpcCall[Req, Resp any](ctx context.Context, auth *authenticator, in *Req, f func(context.Context, *Req) (*Resp, error)) (*Resp, error) {
+	ctx, err := auth.rest(ctx, in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
 	out, err := f(ctx, in)
 	if err != nil {
 		return nil, grpcError(err)
@@ -503,67 +524,67 @@ func grpcCall[Req, Resp any](ctx context.Context, in *Req, f func(context.Contex
 }
 
 func (g grpcAdmin) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest) (*sluicev1.ListEnginesResponse, error) {
-	return grpcCall(ctx, in, g.a.listEngines)
+	return grpcCall(ctx, g.auth, in, g.a.listEngines)
 }
 
 func (g grpcAdmin) GetEngine(ctx context.Context, in *sluicev1.GetEngineRequest) (*sluicev1.GetEngineResponse, error) {
-	return grpcCall(ctx, in, g.a.getEngine)
+	return grpcCall(ctx, g.auth, in, g.a.getEngine)
 }
 
 func (g grpcAdmin) GetConfig(ctx context.Context, in *sluicev1.GetConfigRequest) (*sluicev1.GetConfigResponse, error) {
-	return grpcCall(ctx, in, g.a.getConfig)
+	return grpcCall(ctx, g.auth, in, g.a.getConfig)
 }
 
 func (g grpcAdmin) ApplyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
-	return grpcCall(ctx, in, g.a.applyConfig)
+	return grpcCall(ctx, g.auth, in, g.a.applyConfig)
 }
 
 func (g grpcAdmin) ListVersions(ctx context.Context, in *sluicev1.ListVersionsRequest) (*sluicev1.ListVersionsResponse, error) {
-	return grpcCall(ctx, in, g.a.listVersions)
+	return grpcCall(ctx, g.auth, in, g.a.listVersions)
 }
 
 func (g grpcAdmin) GetVersion(ctx context.Context, in *sluicev1.GetVersionRequest) (*sluicev1.GetVersionResponse, error) {
-	return grpcCall(ctx, in, g.a.getVersion)
+	return grpcCall(ctx, g.auth, in, g.a.getVersion)
 }
 
 func (g grpcAdmin) Rollback(ctx context.Context, in *sluicev1.RollbackRequest) (*sluicev1.RollbackResponse, error) {
-	return grpcCall(ctx, in, g.a.rollback)
+	return grpcCall(ctx, g.auth, in, g.a.rollback)
 }
 
 func (g grpcAdmin) ListBuckets(ctx context.Context, in *sluicev1.ListBucketsRequest) (*sluicev1.ListBucketsResponse, error) {
-	return grpcCall(ctx, in, g.a.listBuckets)
+	return grpcCall(ctx, g.auth, in, g.a.listBuckets)
 }
 
 func (g grpcAdmin) GetBucket(ctx context.Context, in *sluicev1.GetBucketRequest) (*sluicev1.GetBucketResponse, error) {
-	return grpcCall(ctx, in, g.a.getBucket)
+	return grpcCall(ctx, g.auth, in, g.a.getBucket)
 }
 
 func (g grpcAdmin) CreateBucket(ctx context.Context, in *sluicev1.CreateBucketRequest) (*sluicev1.CreateBucketResponse, error) {
-	return grpcCall(ctx, in, g.a.createBucket)
+	return grpcCall(ctx, g.auth, in, g.a.createBucket)
 }
 
 func (g grpcAdmin) ReplaceBucket(ctx context.Context, in *sluicev1.ReplaceBucketRequest) (*sluicev1.ReplaceBucketResponse, error) {
-	return grpcCall(ctx, in, g.a.replaceBucket)
+	return grpcCall(ctx, g.auth, in, g.a.replaceBucket)
 }
 
 func (g grpcAdmin) DeleteBucket(ctx context.Context, in *sluicev1.DeleteBucketRequest) (*sluicev1.DeleteBucketResponse, error) {
-	return grpcCall(ctx, in, g.a.deleteBucket)
+	return grpcCall(ctx, g.auth, in, g.a.deleteBucket)
 }
 
 func (g grpcAdmin) RegisterEngine(ctx context.Context, in *sluicev1.RegisterEngineRequest) (*sluicev1.RegisterEngineResponse, error) {
-	return grpcCall(ctx, in, g.a.registerEngine)
+	return grpcCall(ctx, g.auth, in, g.a.registerEngine)
 }
 
 func (g grpcAdmin) UpdateEngine(ctx context.Context, in *sluicev1.UpdateEngineRequest) (*sluicev1.UpdateEngineResponse, error) {
-	return grpcCall(ctx, in, g.a.updateEngine)
+	return grpcCall(ctx, g.auth, in, g.a.updateEngine)
 }
 
 func (g grpcAdmin) DrainEngine(ctx context.Context, in *sluicev1.DrainEngineRequest) (*sluicev1.DrainEngineResponse, error) {
-	return grpcCall(ctx, in, g.a.drainEngine)
+	return grpcCall(ctx, g.auth, in, g.a.drainEngine)
 }
 
 func (g grpcAdmin) RemoveEngine(ctx context.Context, in *sluicev1.RemoveEngineRequest) (*sluicev1.RemoveEngineResponse, error) {
-	return grpcCall(ctx, in, g.a.removeEngine)
+	return grpcCall(ctx, g.auth, in, g.a.removeEngine)
 }
 
 // connectAdmin is the Connect face of adminService.

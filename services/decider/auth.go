@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
@@ -133,36 +132,46 @@ func (a *authenticator) lookup(secret string) (token, bool) {
 	return found, ok == 1
 }
 
-// procedurePermission says what a gRPC/Connect procedure needs; req lets
-// ApplyConfig with validate_only count as a read.
-func procedurePermission(procedure string, req any) permission {
-	switch {
-	case strings.HasPrefix(procedure, "/"+sluicev1connect.DeciderServiceName+"/"):
-		return permDecide
-	case strings.HasPrefix(procedure, "/"+sluicev1connect.AdminServiceName+"/"):
-		method := procedure[strings.LastIndex(procedure, "/")+1:]
-		if strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get") {
-			return permRead
-		}
-		if v, ok := req.(interface{ GetValidateOnly() bool }); ok && v.GetValidateOnly() {
-			return permRead
-		}
-		return permWrite
-	}
-	return permNone
+// procedurePermissions is the one permission table: what each procedure needs, whichever
+// protocol carries it (native gRPC, Connect/gRPC-Web, REST through grpc-gateway).
+var procedurePermissions = map[string]permission{
+	sluicev1connect.DeciderServiceDecideProcedure:  permDecide,
+	sluicev1connect.DeciderServiceReleaseProcedure: permDecide,
+
+	sluicev1connect.AdminServiceListEnginesProcedure:  permRead,
+	sluicev1connect.AdminServiceGetEngineProcedure:    permRead,
+	sluicev1connect.AdminServiceGetConfigProcedure:    permRead,
+	sluicev1connect.AdminServiceListVersionsProcedure: permRead,
+	sluicev1connect.AdminServiceGetVersionProcedure:   permRead,
+	sluicev1connect.AdminServiceListBucketsProcedure:  permRead,
+	sluicev1connect.AdminServiceGetBucketProcedure:    permRead,
+
+	sluicev1connect.AdminServiceApplyConfigProcedure:    permWrite, // permRead with validate_only
+	sluicev1connect.AdminServiceRollbackProcedure:       permWrite,
+	sluicev1connect.AdminServiceCreateBucketProcedure:   permWrite,
+	sluicev1connect.AdminServiceReplaceBucketProcedure:  permWrite,
+	sluicev1connect.AdminServiceDeleteBucketProcedure:   permWrite,
+	sluicev1connect.AdminServiceRegisterEngineProcedure: permWrite,
+	sluicev1connect.AdminServiceUpdateEngineProcedure:   permWrite,
+	sluicev1connect.AdminServiceDrainEngineProcedure:    permWrite,
+	sluicev1connect.AdminServiceRemoveEngineProcedure:   permWrite,
 }
 
-// httpPermission says what a REST (grpc-gateway) request needs: GETs under
-// /v1/admin/ read, every other admin verb writes.
-func httpPermission(r *http.Request) permission {
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/v1/admin/") || r.URL.Path == "/v1/admin":
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			return permRead
+// procedurePermission says what a procedure ("/sluice.v1.AdminService/ApplyConfig") needs,
+// from procedurePermissions; req lets ApplyConfig with validate_only count as a read. A
+// procedure of our services missing from the table needs an admin token (fail closed); other
+// services (health, reflection) are open.
+func procedurePermission(procedure string, req any) permission {
+	if perm, ok := procedurePermissions[procedure]; ok {
+		if procedure == sluicev1connect.AdminServiceApplyConfigProcedure {
+			if v, ok := req.(interface{ GetValidateOnly() bool }); ok && v.GetValidateOnly() {
+				return permRead
+			}
 		}
+		return perm
+	}
+	if strings.HasPrefix(procedure, "/"+sluicev1connect.DeciderServiceName+"/") || strings.HasPrefix(procedure, "/"+sluicev1connect.AdminServiceName+"/") {
 		return permWrite
-	case strings.HasPrefix(r.URL.Path, "/v1/"):
-		return permDecide
 	}
 	return permNone
 }
@@ -271,17 +280,21 @@ func (a *authenticator) connectInterceptor() connect.Interceptor {
 	})
 }
 
-// gateway wraps the grpc-gateway mux: REST calls bypass the gRPC
-// interceptor (the gateway calls the service in process), so they are
-// checked here, by path and verb.
-func (a *authenticator) gateway(mux *runtime.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := a.authorize(r.Context(), httpPermission(r), r.Header.Get("Authorization"))
-		if err != nil {
-			_, outbound := runtime.MarshalerForRequest(mux, r)
-			runtime.HTTPError(r.Context(), mux, outbound, w, r, grpcError(err))
-			return
+// rest authorizes a call grpc-gateway makes in process: it bypasses the gRPC interceptor, so
+// the service methods call this with the request the gateway decoded. The gateway names the
+// procedure in ctx (runtime.RPCMethod) and forwards the Authorization header as metadata, so
+// REST uses the same table as gRPC and Connect. A native gRPC call carries no RPCMethod and was
+// already checked by grpcUnary.
+func (a *authenticator) rest(ctx context.Context, req any) (context.Context, error) {
+	procedure, ok := runtime.RPCMethod(ctx)
+	if !ok {
+		return ctx, nil
+	}
+	var authz string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) > 0 {
+			authz = v[0]
 		}
-		mux.ServeHTTP(w, r.WithContext(ctx))
-	})
+	}
+	return a.authorize(ctx, procedurePermission(procedure, req), authz)
 }

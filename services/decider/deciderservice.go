@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -69,16 +70,18 @@ func (s *deciderService) release(in *sluicev1.ReleaseRequest) (*sluicev1.Release
 		return nil, &decider.Error{Kind: decider.KindInvalidArgument, Reason: "EMPTY_LEASE_ID", Message: "lease_id is empty; pass the lease_id Decide returned"}
 	}
 	engines, released := s.d.Release(in.GetLeaseId())
-	if s.health != nil {
+	if s.health != nil && released {
 		s.reportOutcome(in, engines)
 	}
 	s.metrics.releases.WithLabelValues(outcomeLabel(in.GetOutcome()), fmt.Sprint(released)).Inc()
 	return &sluicev1.ReleaseResponse{Released: released}, nil
 }
 
-// reportOutcome feeds dispatch outcomes to the engines' circuit breakers: the failed engines
-// the caller names (or every engine of the lease when it names none) count a failure; a
-// success counts for every engine of the lease.
+// reportOutcome feeds dispatch outcomes of a lease that was really released to the engines'
+// circuit breakers: the failed engines the caller names (or every engine of the lease when it
+// names none) count a failure, but only engines the lease held count, so a caller cannot open a
+// breaker of an engine it never dispatched to; a success counts for every engine of the lease.
+// An unknown, expired or already released lease changes nothing (release returns before this).
 func (s *deciderService) reportOutcome(in *sluicev1.ReleaseRequest, leaseEngines []string) {
 	switch in.GetOutcome() {
 	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS:
@@ -86,9 +89,9 @@ func (s *deciderService) reportOutcome(in *sluicev1.ReleaseRequest, leaseEngines
 			s.health.ReportSuccess(id)
 		}
 	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE:
-		failed := in.GetFailedEngineIds()
-		if len(failed) == 0 {
-			failed = leaseEngines
+		failed := leaseEngines
+		if named := in.GetFailedEngineIds(); len(named) > 0 {
+			failed = slices.DeleteFunc(slices.Clone(leaseEngines), func(id string) bool { return !slices.Contains(named, id) })
 		}
 		for _, id := range failed {
 			s.health.ReportFailure(id)
@@ -191,10 +194,15 @@ func explainOf(err error) *decider.Explain {
 // grpcDecider is the native gRPC (and grpc-gateway) face of deciderService.
 type grpcDecider struct {
 	sluicev1.UnimplementedDeciderServiceServer
-	s *deciderService
+	s    *deciderService
+	auth *authenticator // checks REST calls, which grpc-gateway makes in process
 }
 
 func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	ctx, err := g.auth.rest(ctx, in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
 	out, err := g.s.decide(ctx, in)
 	if err != nil {
 		return nil, grpcError(err)
@@ -202,7 +210,10 @@ func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*s
 	return out, nil
 }
 
-func (g grpcDecider) Release(_ context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+func (g grpcDecider) Release(ctx context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	if _, err := g.auth.rest(ctx, in); err != nil {
+		return nil, grpcError(err)
+	}
 	out, err := g.s.release(in)
 	if err != nil {
 		return nil, grpcError(err)

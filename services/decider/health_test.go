@@ -2,6 +2,7 @@ package decider
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,5 +112,44 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReleaseAffectsOnlyTheLeasedEngines: an operator found that five Releases of a lease id
+// that does not exist, naming a healthy engine as failed, opened its breaker. Release now only
+// touches the engines of the lease it really releases, and only those the lease held.
+func TestReleaseAffectsOnlyTheLeasedEngines(t *testing.T) {
+	srv := startServer(t, "testdata/two-buckets.yaml")
+	c := grpcClient(t, srv)
+	ctx := context.Background()
+	for i := range 10 { // twice the default -breaker-failures
+		rel, err := c.Release(ctx, &sluicev1.ReleaseRequest{LeaseId: fmt.Sprintf("no-such-lease-%d", i),
+			Outcome: sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, FailedEngineIds: []string{"a1", "d1"}})
+		if err != nil || rel.GetReleased() {
+			t.Fatalf("Release(unknown lease) = %v, %v; want released=false", rel, err)
+		}
+	}
+	for i := range 10 { // real leases on a1 (bucket short), naming a2, which they never held
+		resp, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "chat", InputTokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetPick().GetPlain().GetEngineId(); got != "a1" {
+			t.Fatalf("Decide #%d picked %s, want a1", i, got)
+		}
+		if _, err := c.Release(ctx, &sluicev1.ReleaseRequest{LeaseId: resp.GetLeaseId(),
+			Outcome: sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, FailedEngineIds: []string{"a2", "ghost"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, e := range listEngines(t, srv) {
+		if !e.GetHealthy() {
+			t.Errorf("engine %s unhealthy (%q) after Releases that never named it with a lease it held", id, e.GetHealthReason())
+		}
+	}
+	for _, id := range []string{"a1", "a2", "d1", "ghost"} {
+		if st := srv.engineHealth.State(id); st.Breaker != "closed" {
+			t.Errorf("breaker of %s = %s, want closed", id, st.Breaker)
+		}
 	}
 }

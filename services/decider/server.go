@@ -59,6 +59,9 @@ type Server struct {
 	ingestion    *ingestion // nil without -kafka-brokers
 	// configApplied is the unix nanos at which the configuration in force was applied.
 	configApplied atomic.Int64
+	// registryFromConfig is true while the registry holds the workers of the document in
+	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
+	registryFromConfig bool
 
 	grpcLis, httpLis net.Listener
 	grpcServer       *grpc.Server
@@ -130,29 +133,30 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
 	s.shed = shed
 	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary))
-	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
-	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
+	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
+	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
+	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux()
+	s.gatewayMux = runtime.NewServeMux(gatewayMarshaler())
 	ctx := context.Background()
-	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, grpcDecider{s: s.svc}); err != nil {
+	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
 	}
-	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, grpcAdmin{a: admin}); err != nil {
+	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, gAdmin); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	authOpt := connect.WithInterceptors(auth.connectInterceptor())
-	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, authOpt))
-	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, authOpt))
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), connectCodecs())
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle("/v1/", auth.gateway(s.gatewayMux))
+	mux.Handle("/v1/", s.gatewayMux) // authorized in the service methods (authenticator.rest)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -194,7 +198,11 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 	if err := s.decider.Check(snap.Document); err != nil {
 		return err
 	}
-	if snap.Document.Workers != nil {
+	// A document that lists workers owns the registry. One that omits them leaves the registry
+	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
+	// document: those go too, so the document in force and the engines routed to never
+	// disagree (and a restart on this document would not bring them back either).
+	if snap.Document.Workers != nil || s.registryFromConfig {
 		workers, err := workersFromConfig(snap.Document.Workers)
 		if err != nil {
 			return err
@@ -202,6 +210,7 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 		if err := s.reg.Replace(workers); err != nil {
 			return err
 		}
+		s.registryFromConfig = snap.Document.Workers != nil
 	}
 	if err := s.decider.Apply(snap); err != nil {
 		return err

@@ -139,20 +139,30 @@ func New(logger *slog.Logger, reg *registry.Registry, cfg Config, client *http.C
 	return t, nil
 }
 
+// state returns the state of a registered engine, creating it on first use, or nil for an id
+// the registry does not hold: health exists only for registered engines, so reports naming
+// unknown ids cannot grow memory. Called with t.mu held.
 func (t *Tracker) state(id string) *engineState {
 	s, ok := t.engines[id]
 	if !ok {
+		if _, registered := t.reg.Snapshot().Get(id); !registered {
+			return nil
+		}
 		s = &engineState{probeOK: true, breaker: BreakerClosed}
 		t.engines[id] = s
 	}
 	return s
 }
 
-// ReportSuccess records a successful dispatch; it closes a half-open breaker.
+// ReportSuccess records a successful dispatch; it closes a half-open breaker. An engine the
+// registry does not hold is ignored.
 func (t *Tracker) ReportSuccess(engineID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(engineID)
+	if s == nil {
+		return
+	}
 	s.dispatchFails = 0
 	if s.breaker != BreakerClosed {
 		s.breaker = BreakerClosed
@@ -161,7 +171,7 @@ func (t *Tracker) ReportSuccess(engineID string) {
 }
 
 // ReportFailure records a failed dispatch; BreakerFailures in a row (or a failed half-open
-// trial) open the breaker.
+// trial) open the breaker. An engine the registry does not hold is ignored.
 func (t *Tracker) ReportFailure(engineID string) {
 	if t.cfg.BreakerFailures == 0 {
 		return
@@ -169,6 +179,9 @@ func (t *Tracker) ReportFailure(engineID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(engineID)
+	if s == nil {
+		return
+	}
 	s.dispatchFails++
 	if s.breaker == BreakerHalfOpen || (s.breaker == BreakerClosed && s.dispatchFails >= t.cfg.BreakerFailures) {
 		s.breaker, s.openedAt = BreakerOpen, t.now()
@@ -178,11 +191,15 @@ func (t *Tracker) ReportFailure(engineID string) {
 	}
 }
 
-// State returns an engine's current health.
+// State returns an engine's current health; an engine with no reports yet (or one the
+// registry does not hold) reads as healthy with a closed breaker.
 func (t *Tracker) State(engineID string) State {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.state(engineID)
+	s, ok := t.engines[engineID]
+	if !ok {
+		s = &engineState{probeOK: true, breaker: BreakerClosed}
+	}
 	healthy, reason := verdict(s)
 	return State{Healthy: healthy, Reason: reason, Breaker: s.breaker, ProbeOK: s.probeOK}
 }
@@ -260,6 +277,9 @@ func (t *Tracker) record(id string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(id)
+	if s == nil {
+		return // removed while its probe was in flight
+	}
 	before, _ := verdict(s)
 	if err != nil {
 		t.probes.WithLabelValues("failure").Inc()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,5 +125,32 @@ func TestValidate(t *testing.T) {
 	cfg.BreakerCoolDown = 0
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("Validate accepted a relative probe path and zero cool-down")
+	}
+}
+
+// TestUnknownEnginesHoldNoState: reports naming ids the registry does not hold (a caller can
+// send any string) are ignored, so a million fake ids leave the tracker's memory unchanged.
+func TestUnknownEnginesHoldNoState(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BreakerFailures = 1
+	tr, reg, _ := setup(t, cfg, map[string]string{"a": "http://a.test"})
+	for i := range 1_000_000 {
+		id := "fake-" + strconv.Itoa(i)
+		tr.ReportFailure(id)
+		tr.ReportSuccess(id)
+		_ = tr.State(id)
+	}
+	tr.mu.Lock()
+	n := len(tr.engines)
+	tr.mu.Unlock()
+	if n != 0 {
+		t.Errorf("tracker holds state for %d engines after reports about unknown ids, want 0", n)
+	}
+	if candidates(reg) != 1 {
+		t.Error("reports about unknown ids changed the registered engine")
+	}
+	tr.ReportFailure("a")
+	if st := tr.State("a"); st.Breaker != BreakerOpen {
+		t.Errorf("registered engine a after one failure (threshold 1): breaker %s, want open", st.Breaker)
 	}
 }

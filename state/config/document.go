@@ -43,6 +43,15 @@ type Document struct {
 	Models map[string]ModelSpec `json:"models,omitempty" yaml:"models,omitempty"`
 }
 
+// IsEmpty reports whether d sets nothing at all: what an empty body, {}, null
+// or a file of comments parses to. Such a document is valid (it means the
+// default buckets over the registry's engines), but stores refuse to write
+// one with [EmptyDocumentError]: it is almost always a mistake that would
+// wipe the configuration.
+func (d *Document) IsEmpty() bool {
+	return d == nil || (d.Workers == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil)
+}
+
 // ModelSpec holds settings for one model.
 type ModelSpec struct {
 	// DefaultPolicy overrides the document's DefaultPolicy, stage by stage,

@@ -18,6 +18,21 @@ var ErrConflict = errors.New("configuration version conflict")
 // write, i.e. one serving built-in defaults.
 var ErrReadOnly = errors.New("configuration store is read-only")
 
+// ErrEmptyDocument is matched by the [*ValidationError] a write of an empty
+// document gets (see [Document.IsEmpty]): an empty request body, {}, a
+// misspelled field or a truncated file must never replace a configuration.
+var ErrEmptyDocument = errors.New("empty configuration document")
+
+// EmptyDocumentError is the [*ValidationError] for a write of an empty
+// document ([Document.IsEmpty]); field names what was empty ("document" for
+// the API field, "" for a whole file). It matches [ErrEmptyDocument] and
+// [ErrInvalid].
+func EmptyDocumentError(field string) error {
+	return &ValidationError{empty: true, Problems: []Problem{{Path: field, Message: "the document is empty: it sets none of " +
+		strings.Join(documentKeys, ", ") + "; send the whole configuration (sluice ctl get config shows the one in force), " +
+		"or change single buckets and engines through their own calls"}}}
+}
+
 // Problem is one thing wrong with a document.
 type Problem struct {
 	// Path locates the offending field, e.g.
@@ -42,6 +57,8 @@ func (p Problem) String() string {
 type ValidationError struct {
 	// Problems is never empty, in document order.
 	Problems []Problem
+	// empty marks [EmptyDocumentError].
+	empty bool
 }
 
 // Error lists every problem, one per line, after a summary line.
@@ -60,8 +77,11 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is [ErrInvalid].
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// Is reports whether target is [ErrInvalid], or [ErrEmptyDocument] for the
+// error of an empty document.
+func (e *ValidationError) Is(target error) bool {
+	return target == ErrInvalid || (e.empty && target == ErrEmptyDocument)
+}
 
 // ConflictError rejects an update whose base version is not the current one;
 // the caller should re-read the current snapshot and retry. It matches

@@ -40,12 +40,23 @@ type FileStoreConfig struct {
 	// PollInterval is how often Run checks the file; zero means
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// HistoryDir keeps the version log on disk, one JSON file per version, so
+	// versions keep their numbers and rollback works across restarts. Empty
+	// means [HistoryDirFor] the file. It is created by the first Apply or
+	// Rollback.
+	HistoryDir string
+	// HistoryLimit is how many versions are kept (older ones are pruned);
+	// zero means DefaultHistoryLimit.
+	HistoryLimit int
 }
 
 // Validate reports settings that cannot work.
 func (c FileStoreConfig) Validate() error {
 	if c.PollInterval < 0 {
 		return fmt.Errorf("file store: poll_interval %v must not be negative; use 0 for the default %v", c.PollInterval, DefaultPollInterval)
+	}
+	if c.HistoryLimit < 0 {
+		return fmt.Errorf("file store: history_limit %d must not be negative; use 0 for the default %d", c.HistoryLimit, DefaultHistoryLimit)
 	}
 	return nil
 }
@@ -72,7 +83,10 @@ type FileStore struct {
 	missing  bool // the file is gone and that was logged
 	now      func() time.Time
 	tempHook func(name string) // test hook: called with the temp file before rename
-	history  []Revision        // every version since start-up, oldest first
+	history  []Revision        // the last historyLimit versions, oldest first
+	// historyDir holds the version log on disk; "" for a store without a file.
+	historyDir   string
+	historyLimit int
 }
 
 type fileStat struct {
@@ -80,9 +94,12 @@ type fileStat struct {
 	modTime time.Time
 }
 
-// NewFileStore reads and validates path once. An unreadable or invalid file
-// is an error listing every problem (a [*ValidationError] inside). The
-// format follows the extension ([FormatForPath]).
+// NewFileStore reads and validates path once. An unreadable, invalid or
+// empty file is an error listing every problem (a [*ValidationError] inside).
+// The format follows the extension ([FormatForPath]). The version log is read
+// from the history directory: when the file still holds the newest logged
+// document, that version is current again; otherwise the file becomes the
+// next version.
 func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -96,9 +113,20 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 		format: FormatForPath(path),
 		poll:   cfg.PollInterval,
 		now:    time.Now,
+
+		historyLimit: cfg.HistoryLimit,
 	}
 	if s.poll == 0 {
 		s.poll = DefaultPollInterval
+	}
+	if s.historyLimit == 0 {
+		s.historyLimit = DefaultHistoryLimit
+	}
+	if path != "" {
+		s.historyDir = cfg.HistoryDir
+		if s.historyDir == "" {
+			s.historyDir = HistoryDirFor(path)
+		}
 	}
 	if path == "" {
 		s.current.Store(&Snapshot{Version: 1, Document: &Document{}, Source: SourceDefaults, LoadedAt: s.now()})
@@ -109,14 +137,39 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 	if err != nil {
 		return nil, fmt.Errorf("load configuration %q: %w", path, err)
 	}
-	doc, err := Parse(data, s.format)
+	doc, err := parseFile(data, s.format)
 	if err != nil {
 		return nil, fmt.Errorf("load configuration %q: %w", path, err)
 	}
 	s.stat, s.readAt, s.hash = st, s.now(), sha256.Sum256(data)
+	s.history = s.loadHistory()
+	if n := len(s.history); n > 0 {
+		last := s.history[n-1]
+		if sameDocument(doc, last.Document) {
+			s.current.Store(&Snapshot{Version: last.Version, Document: doc, Source: path, LoadedAt: s.readAt})
+			return s, nil
+		}
+		s.current.Store(&Snapshot{Version: last.Version + 1, Document: doc, Source: path, LoadedAt: s.readAt})
+		s.recordLocked(last.Document, *s.current.Load(), AuthorFile, 0)
+		return s, nil
+	}
 	s.current.Store(&Snapshot{Version: 1, Document: doc, Source: path, LoadedAt: s.readAt})
 	s.recordLocked(nil, *s.current.Load(), AuthorFile, 0)
 	return s, nil
+}
+
+// parseFile parses the file's content and refuses an empty one (no keys,
+// comments only): a truncated or emptied file must not replace the
+// configuration.
+func parseFile(data []byte, format Format) (*Document, error) {
+	doc, err := Parse(data, format)
+	if err != nil {
+		return nil, err
+	}
+	if doc.IsEmpty() {
+		return nil, EmptyDocumentError("")
+	}
+	return doc, nil
 }
 
 // Current returns the snapshot in force. It never blocks.
@@ -191,7 +244,7 @@ func (s *FileStore) check() {
 	if sum == s.hash {
 		return
 	}
-	doc, err := Parse(data, s.format)
+	doc, err := parseFile(data, s.format)
 	if err != nil {
 		if !s.haveBad || sum != s.badHash {
 			s.haveBad, s.badHash = true, sum
@@ -213,7 +266,9 @@ func (s *FileStore) check() {
 // the next version. The file is written as JSON when its name ends in .json
 // and as YAML otherwise. basedOn must be the current version, else a
 // [*ConflictError]; an invalid document yields a [*ValidationError]; a store
-// without a file returns [ErrReadOnly]. The store keeps its own copy of doc.
+// without a file returns [ErrReadOnly]; an empty document
+// ([Document.IsEmpty]) is refused with [EmptyDocumentError]. The store keeps
+// its own copy of doc.
 func (s *FileStore) Apply(ctx context.Context, doc *Document, basedOn int64) (Snapshot, error) {
 	return s.apply(ctx, doc, basedOn, 0)
 }
@@ -224,6 +279,9 @@ func (s *FileStore) apply(ctx context.Context, doc *Document, basedOn, rollbackO
 	}
 	if doc == nil {
 		return Snapshot{}, fmt.Errorf("apply configuration: nil document")
+	}
+	if rollbackOf == 0 && doc.IsEmpty() {
+		return Snapshot{}, EmptyDocumentError("")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -245,6 +303,9 @@ func (s *FileStore) apply(ctx context.Context, doc *Document, basedOn, rollbackO
 	}
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
+	}
+	if err := s.ensureHistoryLocked(); err != nil {
+		s.logger.Error("create configuration history; versions will not survive a restart", "dir", s.historyDir, "error", err)
 	}
 	if err := s.writeAtomic(data); err != nil {
 		return Snapshot{}, fmt.Errorf("apply configuration %q: %w", s.path, err)
@@ -292,14 +353,24 @@ func (s *FileStore) read() ([]byte, fileStat, error) {
 	return buf.Bytes(), fileStat{size: info.Size(), modTime: info.ModTime()}, nil
 }
 
-func (s *FileStore) writeAtomic(data []byte) (err error) {
-	dir, base := filepath.Split(s.path)
-	if dir == "" {
-		dir = "."
-	}
+func (s *FileStore) writeAtomic(data []byte) error {
 	mode := fs.FileMode(0o644)
 	if info, err := os.Stat(s.path); err == nil {
 		mode = info.Mode().Perm()
+	}
+	return writeFileAtomicHook(s.path, data, mode, s.tempHook)
+}
+
+// writeFileAtomic replaces path with data: a temp file in the same
+// directory, fsync, rename, directory fsync.
+func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	return writeFileAtomicHook(path, data, mode, nil)
+}
+
+func writeFileAtomicHook(path string, data []byte, mode fs.FileMode, hook func(string)) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
@@ -323,10 +394,10 @@ func (s *FileStore) writeAtomic(data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if s.tempHook != nil {
-		s.tempHook(tmp.Name())
+	if hook != nil {
+		hook(tmp.Name())
 	}
-	if err = os.Rename(tmp.Name(), s.path); err != nil {
+	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
 	// Make the rename itself durable.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -276,10 +277,10 @@ func TestFileStoreApply(t *testing.T) {
 	if v := s.Current().Version; v != 2 {
 		t.Errorf("re-reading the applied file bumped the version to %d", v)
 	}
-	// No temp files left behind.
+	// No temp files left behind (beside the file: itself and its version history).
 	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Errorf("directory holds %d entries, want only the config file", len(entries))
+	if len(entries) != 2 || entries[1].Name() != filepath.Base(HistoryDirFor(path)) {
+		t.Errorf("directory holds %v, want only the config file and its history directory", entries)
 	}
 
 	// Stale base version.
@@ -345,7 +346,7 @@ func TestFileStoreApplyJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(context.Background(), &Document{}, 1); err != nil {
+	if _, err := s.Apply(context.Background(), mustParse(t, []byte(storeV2), FormatYAML), 1); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
@@ -381,4 +382,90 @@ func TestFileStoreConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestFileStoreRefusesEmptyDocuments: an empty, comment-only or {} file (a truncated edit,
+// /dev/null) and an empty Apply never replace the configuration.
+func TestFileStoreRefusesEmptyDocuments(t *testing.T) {
+	for _, content := range []string{"", "# nothing yet\n", "~\n", "{}"} {
+		path := filepath.Join(t.TempDir(), "sluice.yaml")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewFileStore(nil, path, FileStoreConfig{}); !errors.Is(err, ErrEmptyDocument) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewFileStore(%q) = %v, want ErrEmptyDocument", content, err)
+		}
+	}
+	s, path, logs := newTestStore(t, storeV1)
+	writeFile(t, path, "")
+	s.check()
+	if cur := s.Current(); cur.Version != 1 || bucketID(cur) != "one" {
+		t.Errorf("after the file was emptied: version %d bucket %s, want version 1 bucket one kept", cur.Version, bucketID(cur))
+	}
+	if !strings.Contains(logs.String(), "the document is empty") {
+		t.Errorf("emptied file not logged; logs:\n%s", logs)
+	}
+	writeFile(t, path, storeV1)
+	for _, doc := range []*Document{{}, mustParse(t, []byte("{}"), FormatJSON)} {
+		_, err := s.Apply(context.Background(), doc, s.Current().Version)
+		var ve *ValidationError
+		if !errors.Is(err, ErrEmptyDocument) || !errors.As(err, &ve) || len(ve.Problems) != 1 {
+			t.Errorf("Apply(empty) = %v, want one ErrEmptyDocument problem", err)
+		}
+	}
+	if cur := s.Current(); cur.Version != 1 || bucketID(cur) != "one" {
+		t.Errorf("after refused empty Applies: version %d bucket %s, want version 1 bucket one", cur.Version, bucketID(cur))
+	}
+}
+
+// TestFileStoreHistorySurvivesRestart: the version log lives on disk beside the file, so a
+// restarted store keeps the version numbers and can roll back to versions from before.
+func TestFileStoreHistorySurvivesRestart(t *testing.T) {
+	ctx := WithAuthor(context.Background(), "admin#1")
+	s, path, _ := newTestStore(t, storeV1)
+	for _, doc := range []string{storeV2, storeV3} {
+		if _, err := s.Apply(ctx, mustParse(t, []byte(doc), FormatYAML), s.Current().Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted, err := NewFileStore(nil, path, FileStoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := restarted.Current(); cur.Version != 3 || bucketID(cur) != "three" {
+		t.Fatalf("after restart: version %d bucket %s, want version 3 bucket three", cur.Version, bucketID(cur))
+	}
+	vs, err := restarted.Versions(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, fmt.Sprintf("%d %s", v.Version, v.Author))
+	}
+	if diff := cmp.Diff([]string{"3 admin#1", "2 admin#1", "1 file"}, got); diff != "" {
+		t.Errorf("Versions() after restart mismatch (-want +got):\n%s", diff)
+	}
+	snap, err := restarted.Rollback(ctx, 1, 3)
+	if err != nil {
+		t.Fatalf("Rollback(1) after restart: %v", err)
+	}
+	if snap.Version != 4 || bucketID(snap) != "one" {
+		t.Errorf("Rollback(1) = version %d bucket %s, want version 4 bucket one", snap.Version, bucketID(snap))
+	}
+	// Edited while stopped: the file becomes the next version, after the logged ones.
+	writeFile(t, path, storeV2)
+	again, err := NewFileStore(nil, path, FileStoreConfig{HistoryLimit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur := again.Current(); cur.Version != 5 || bucketID(cur) != "two" {
+		t.Errorf("after an edit while stopped: version %d bucket %s, want version 5 bucket two", cur.Version, bucketID(cur))
+	}
+	if vs, _ := again.Versions(ctx, 0); len(vs) != 3 || vs[2].Version != 3 {
+		t.Errorf("Versions() with HistoryLimit 3 = %+v, want versions 5, 4, 3", vs)
+	}
+	if _, err := again.Version(ctx, 2); !errors.Is(err, ErrVersionNotFound) {
+		t.Errorf("Version(2) after pruning = %v, want ErrVersionNotFound", err)
+	}
 }

@@ -10,7 +10,27 @@ import (
 	"strings"
 )
 
-const maxBucketIDLen = 128
+// maxIDLen bounds bucket and worker ids; both appear in REST paths
+// (/v1/admin/buckets/{id}, /v1/admin/engines/{id}), metrics labels and logs.
+const maxIDLen = 128
+
+// idRule is the rule bucket and worker ids follow, as problem messages state
+// it: ids appear in REST paths, metrics labels and logs, so no '/', spaces or
+// control characters.
+const idRule = "must use only letters, digits, '.', '_' and '-'"
+
+// checkID returns what is wrong with a bucket or worker id, or "".
+func checkID(id, what string) string {
+	switch {
+	case id == "":
+		return "required; give the " + what + " a unique id"
+	case len(id) > maxIDLen:
+		return fmt.Sprintf("must be at most %d characters", maxIDLen)
+	case strings.IndexFunc(id, func(r rune) bool { return !idRune(r) }) >= 0:
+		return idRule
+	}
+	return ""
+}
 
 // Validate checks every semantic rule and returns a [*ValidationError]
 // listing all problems, or nil. A nil document is valid (all defaults).
@@ -76,8 +96,8 @@ func (v *validator) workerList(ws []WorkerSpec) {
 	for i, w := range ws {
 		p := index("workers", i)
 		switch first, dup := firstIndex[w.ID]; {
-		case w.ID == "":
-			v.addf(join(p, "id"), "required; give the worker a unique id")
+		case checkID(w.ID, "worker") != "":
+			v.addf(join(p, "id"), "%s", checkID(w.ID, "worker"))
 		case dup:
 			v.addf(join(p, "id"), "duplicate worker id %q (also workers[%d]); worker ids must be unique", w.ID, first)
 		default:
@@ -213,12 +233,8 @@ func (v *validator) stringSet(items []string, path, what string) {
 func (v *validator) bucket(b BucketSpec, p string, ids map[string]int, i int) {
 	idPath := join(p, "id")
 	switch first, dup := ids[b.ID]; {
-	case b.ID == "":
-		v.addf(idPath, "required; give the bucket a unique id")
-	case len(b.ID) > maxBucketIDLen:
-		v.addf(idPath, "must be at most %d characters", maxBucketIDLen)
-	case strings.IndexFunc(b.ID, func(r rune) bool { return !bucketIDRune(r) }) >= 0:
-		v.addf(idPath, "must use only letters, digits, '.', '_' and '-'")
+	case checkID(b.ID, "bucket") != "":
+		v.addf(idPath, "%s", checkID(b.ID, "bucket"))
 	case dup:
 		v.addf(idPath, "duplicate bucket id %q (also buckets[%d]); bucket ids must be unique", b.ID, first)
 	default:
@@ -265,7 +281,7 @@ func (v *validator) bucket(b BucketSpec, p string, ids map[string]int, i int) {
 	}
 }
 
-func bucketIDRune(r rune) bool {
+func idRune(r rune) bool {
 	return r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 

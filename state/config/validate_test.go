@@ -71,6 +71,16 @@ func TestValidate(t *testing.T) {
 			{"buckets[2].id", "must be at most 128 characters"},
 			{"buckets[4].id", `duplicate bucket id "ok.id_-9" (also buckets[3]); bucket ids must be unique`},
 		}},
+		{name: "worker ids follow the bucket id rules", mutate: func(d *Document) {
+			for _, id := range []string{"../../x", "a\nb", "has space", strings.Repeat("w", 129), "ok.id_-9"} {
+				d.Workers = append(d.Workers, WorkerSpec{ID: id, URL: "http://x", Models: []string{"other"}, Role: RolePlain})
+			}
+		}, want: []Problem{
+			{"workers[3].id", "must use only letters, digits, '.', '_' and '-'"},
+			{"workers[4].id", "must use only letters, digits, '.', '_' and '-'"},
+			{"workers[5].id", "must use only letters, digits, '.', '_' and '-'"},
+			{"workers[6].id", "must be at most 128 characters"},
+		}},
 		{name: "bucket models", mutate: func(d *Document) {
 			d.Buckets[0].Models = []string{"m", "", "m"}
 			d.Buckets[1].Models = []string{}

@@ -332,6 +332,9 @@ func (s *Store) commit(ctx context.Context, doc *config.Document, basedOn, rollb
 	if doc == nil {
 		return config.Snapshot{}, errors.New("apply configuration: nil document")
 	}
+	if rollbackOf == 0 && doc.IsEmpty() {
+		return config.Snapshot{}, config.EmptyDocumentError("")
+	}
 	if err := doc.Validate(); err != nil {
 		return config.Snapshot{}, err
 	}

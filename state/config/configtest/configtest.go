@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) config.Store) {
 	t.Run("ApplyPublishes", func(t *testing.T) { testApplyPublishes(t, newStore(t)) })
 	t.Run("StaleBaseConflicts", func(t *testing.T) { testConflict(t, newStore(t)) })
 	t.Run("InvalidStoresNothing", func(t *testing.T) { testInvalid(t, newStore(t)) })
+	t.Run("EmptyDocumentStoresNothing", func(t *testing.T) { testEmpty(t, newStore(t)) })
 	t.Run("VersionLog", func(t *testing.T) { testVersionLog(t, newStore(t)) })
 	t.Run("Rollback", func(t *testing.T) { testRollback(t, newStore(t)) })
 	t.Run("ConcurrentWritersOneWins", func(t *testing.T) { testConcurrent(t, newStore(t)) })
@@ -123,6 +124,29 @@ func testConflict(t *testing.T, s config.Store) {
 	}
 	if cur := s.Current(); cur.Version != base+1 || firstBucket(cur) != "two" {
 		t.Errorf("Current() = version %d bucket %s, want the first write (version %d, two) kept", cur.Version, firstBucket(cur), base+1)
+	}
+}
+
+// testEmpty: an empty document (an empty request body, {}, a misspelled field) is refused, so
+// a mistake never replaces the whole configuration.
+func testEmpty(t *testing.T, s config.Store) {
+	before := s.Current()
+	for _, doc := range []*config.Document{{}, parse(t, "{}"), parse(t, "# comments only\n")} {
+		_, err := s.Apply(ctxAs("mallory"), doc, before.Version)
+		var ve *config.ValidationError
+		if !errors.Is(err, config.ErrEmptyDocument) || !errors.As(err, &ve) {
+			t.Errorf("Apply(empty document) = %v, want a *ValidationError matching ErrEmptyDocument", err)
+		}
+	}
+	if cur := s.Current(); cur.Version != before.Version {
+		t.Errorf("Current().Version = %d after refused empty writes, want %d", cur.Version, before.Version)
+	}
+	vs, err := s.Versions(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) == 0 || vs[0].Version != before.Version {
+		t.Errorf("Versions() = %+v after refused empty writes, want version %d newest", vs, before.Version)
 	}
 }
 

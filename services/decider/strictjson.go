@@ -1,0 +1,98 @@
+package decider
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"connectrpc.com/connect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Both JSON front ends (grpc-gateway's REST and Connect's JSON codec) discard unknown fields by
+// default, so a typo such as "dryrun": true or "doc": "…" is silently ignored and the call does
+// something else than asked (takes a real lease, applies an empty document), and an unknown
+// enum name ("outcome": "NOPE") reads as the zero value. The decider refuses both, on every
+// JSON route, with InvalidArgument (HTTP 400) naming the field.
+
+// strictUnmarshal is the JSON decoding of every REST and Connect request.
+var strictUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+// badJSON rewords a protojson error so it says what to fix.
+func badJSON(m proto.Message, err error) error {
+	return fmt.Errorf("request body is not a valid %s: %w; field names are the proto names (or their lowerCamelCase JSON names) "+
+		"of the request, enum values their full names — unknown fields are refused, check the spelling against /openapi.json",
+		m.ProtoReflect().Descriptor().FullName(), err)
+}
+
+// gatewayMarshaler is grpc-gateway's default marshaler (JSON with unpopulated fields emitted,
+// google.api.HttpBody passed through) with strict decoding.
+func gatewayMarshaler() runtime.ServeMuxOption {
+	return runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &strictJSONPb{
+		JSONPb: runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true}, UnmarshalOptions: strictUnmarshal},
+	}})
+}
+
+// strictJSONPb is runtime.JSONPb whose decode errors say what to fix.
+type strictJSONPb struct {
+	runtime.JSONPb
+}
+
+func (j *strictJSONPb) Unmarshal(data []byte, v any) error {
+	return explainDecode(v, j.JSONPb.Unmarshal(data, v))
+}
+
+func (j *strictJSONPb) NewDecoder(r io.Reader) runtime.Decoder {
+	d := j.JSONPb.NewDecoder(r)
+	return runtime.DecoderFunc(func(v any) error { return explainDecode(v, d.Decode(v)) })
+}
+
+func explainDecode(v any, err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err // io.EOF: no body, which the gateway treats as an empty request
+	}
+	if m, ok := v.(proto.Message); ok {
+		return badJSON(m, err)
+	}
+	return err
+}
+
+// strictConnectJSON is Connect's JSON codec ("json", and "json; charset=utf-8") refusing
+// unknown fields and enum names.
+type strictConnectJSON struct{ name string }
+
+var _ connect.Codec = strictConnectJSON{}
+
+// connectCodecs replaces Connect's JSON codecs on a handler.
+func connectCodecs() connect.HandlerOption {
+	return connect.WithHandlerOptions(
+		connect.WithCodec(strictConnectJSON{name: "json"}),
+		connect.WithCodec(strictConnectJSON{name: "json; charset=utf-8"}),
+	)
+}
+
+func (c strictConnectJSON) Name() string { return c.name }
+
+func (c strictConnectJSON) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a proto.Message", v)
+	}
+	return protojson.MarshalOptions{}.Marshal(m)
+}
+
+func (c strictConnectJSON) Unmarshal(data []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%T is not a proto.Message", v)
+	}
+	if len(data) == 0 {
+		return errors.New("request body is empty: send a JSON object ({} for a request with no fields)")
+	}
+	if err := strictUnmarshal.Unmarshal(data, m); err != nil {
+		return badJSON(m, err)
+	}
+	return nil
+}
