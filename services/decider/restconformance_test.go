@@ -82,3 +82,33 @@ func nullAt(v any, path string) string {
 	}
 	return ""
 }
+
+// Found by schemathesis: a REST path with a method it does not serve answered 501 Not
+// Implemented (the gateway's Unimplemented), a server fault, and a custom-verb path with
+// another method was read as the plain resource (GET .../1:rollback: a 400 about the version).
+func TestRESTMethodNotAllowed(t *testing.T) {
+	srv := startServer(t, "testdata/two-buckets.yaml")
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"TRACE", "/v1/decide", 405, "POST"},
+		{"GET", "/v1/release", 405, "POST"},
+		{"PATCH", "/v1/admin/buckets/short", 405, "DELETE, GET, PUT"},
+		{"GET", "/v1/admin/versions/1:rollback", 405, "POST"},
+		{"DELETE", "/v1/admin/engines/a1:drain", 405, "POST"},
+		{"OPTIONS", "/v1/admin/engines/a1", 405, "DELETE, GET, PUT"},
+		{"GET", "/v1/admin/engines/a1", 200, ""},
+		{"GET", "/v1/admin/no-such-route", 404, ""},
+	} {
+		resp, raw := restRaw(t, srv, c.method, c.path, "")
+		if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s = %d Allow %q (%s), want %d Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), raw, c.status, c.allow)
+			continue
+		}
+		if c.status == 405 && !bytes.Contains(raw, []byte(`"reason":"METHOD_NOT_ALLOWED"`)) {
+			t.Errorf("%s %s body = %s, want ErrorInfo METHOD_NOT_ALLOWED", c.method, c.path, raw)
+		}
+	}
+}
