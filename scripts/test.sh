@@ -33,6 +33,8 @@ source "$ROOT/scripts/lib/common.sh"
 source "$ROOT/scripts/lib/postgres.sh"
 # shellcheck source=lib/kafka.sh
 source "$ROOT/scripts/lib/kafka.sh"
+# shellcheck source=lib/schemathesis.sh
+source "$ROOT/scripts/lib/schemathesis.sh"
 
 STEP="setup"
 DONE=()
@@ -131,6 +133,12 @@ else
     log "SLUICE_TEST_KAFKA_BROKERS is set: using $SLUICE_TEST_KAFKA_BROKERS"
   fi
   DONE+=("services")
+  # The decider's REST conformance test (TestSchemathesis): schemathesis in a cached venv.
+  if schemathesis_wanted "${PKGS[@]}"; then
+    STEP="schemathesis venv"
+    schemathesis_setup
+    DONE+=("schemathesis-venv")
+  fi
 fi
 
 # --- tests -----------------------------------------------------------------------------
