@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,6 +49,7 @@ func pgConfig(t testing.TB, dsn string) Config {
 	cfg.PostgresDSN, cfg.ConfigPath = dsn, "testdata/two-buckets.yaml"
 	cfg.ConfigSnapshot = filepath.Join(t.TempDir(), "last-known.json")
 	cfg.AdminTokens, cfg.ViewerTokens = adminToken, viewerToken
+	cfg.Health.ProbeInterval = 0 // the test engines are not reachable: nothing would ever prove them
 	return cfg
 }
 
@@ -313,7 +316,8 @@ func TestAuthGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.AdminTokensFile, cfg.DecideToken = tokens, "decide-secret"
-	srv := startWith(t, cfg) // file store: auth does not depend on the store
+	cfg.Health.ProbeInterval = 0 // the test engines are not reachable: nothing would ever prove them
+	srv := startWith(t, cfg)     // file store: auth does not depend on the store
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +387,33 @@ func TestOutagePostgres(t *testing.T) {
 	if !hasRetry {
 		t.Error("Unavailable carries no RetryInfo")
 	}
+	if ce.Meta().Get("Retry-After") == "" {
+		t.Error("Connect Unavailable carries no Retry-After header")
+	}
+	// REST: the retry hint is a Retry-After header too, and the message names no database
+	// user, database or address (it used to carry the pgx connect error).
+	req, _ := http.NewRequest("PUT", "http://"+a.HTTPAddr()+"/v1/admin/config", strings.NewReader(`{"document": `+string(mustJSON(threeBuckets))+`}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	hresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(hresp.Body)
+	hresp.Body.Close()
+	if hresp.StatusCode != http.StatusServiceUnavailable || hresp.Header.Get("Retry-After") == "" {
+		t.Errorf("REST PUT /v1/admin/config during the outage = %d, Retry-After %q; want 503 with Retry-After", hresp.StatusCode, hresp.Header.Get("Retry-After"))
+	}
+	u, perr := url.Parse(dsn)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	for _, secret := range []string{u.Host, u.Port(), strings.TrimPrefix(u.Path, "/"), "user=" + u.User.Username(), u.Hostname()} {
+		for _, msg := range []string{string(raw), ce.Message()} {
+			if secret != "" && strings.Contains(msg, secret) {
+				t.Errorf("Unavailable message reveals %q: %s", secret, msg)
+			}
+		}
+	}
 
 	testenv.StartPostgres(t)
 	deadline := time.Now().Add(30 * time.Second)
@@ -416,4 +447,41 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// An admin write against a Postgres that does not answer (a lock another
+// session holds on the version head, as a hung backend would) ends at the
+// decider's -postgres-write-timeout with 503 UNAVAILABLE saying nothing was
+// written, although the client sets no deadline of its own; Decide is not
+// affected meanwhile.
+func TestAdminWriteDeadlineOnHungDatabase(t *testing.T) {
+	dsn := pgtest.SchemaDSN(t)
+	cfg := pgConfig(t, dsn)
+	cfg.PostgresWriteTimeout = 500 * time.Millisecond
+	srv := startWith(t, cfg)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE config_head IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"document": threeBuckets})
+	start := time.Now()
+	status, out := restCall(t, srv, "PUT", "/v1/admin/config", adminToken, string(body))
+	took := time.Since(start)
+	if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["message"]), "nothing was written") {
+		t.Fatalf("PUT /v1/admin/config against a hung database = %d %v, want 503 saying nothing was written", status, out)
+	}
+	t.Logf("admin write answered 503 after %v (write timeout 500ms)", took.Round(time.Millisecond))
+	if d, err := grpcClient(t, srv).Decide(ctx, &sluicev1.DecideRequest{Model: "chat", InputTokens: 10, DryRun: true}); err != nil || d.GetConfigVersion() != 1 {
+		t.Errorf("Decide while the database hangs = %v, %v; want version 1 served", d, err)
+	}
 }

@@ -179,6 +179,7 @@ func procedurePermission(procedure string, req any) permission {
 // authError is a refused credential; classify maps it.
 type authError struct {
 	code    codes.Code // Unauthenticated or PermissionDenied
+	reason  string     // the ErrorInfo reason: TOKEN_MISSING, TOKEN_INVALID, ROLE_NOT_ALLOWED, ADMIN_WRITES_DISABLED
 	message string
 }
 
@@ -204,9 +205,9 @@ func (a *authenticator) authorize(ctx context.Context, perm permission, authoriz
 	}
 	unauthenticated := func(what string) error {
 		if authorization == "" {
-			return &authError{codes.Unauthenticated, what + " needs a bearer token (Authorization: Bearer <token>)"}
+			return &authError{codes.Unauthenticated, "TOKEN_MISSING", what + " needs a bearer token (Authorization: Bearer <token>)"}
 		}
-		return &authError{codes.Unauthenticated, what + ": the bearer token is malformed or unknown"}
+		return &authError{codes.Unauthenticated, "TOKEN_INVALID", what + ": the bearer token is malformed or unknown"}
 	}
 	switch perm {
 	case permDecide:
@@ -224,17 +225,17 @@ func (a *authenticator) authorize(ctx context.Context, perm permission, authoriz
 			return ctx, unauthenticated("admin API read")
 		}
 		if tok.role != RoleAdmin && tok.role != RoleViewer {
-			return ctx, &authError{codes.PermissionDenied, "admin API read: this token's role (" + tok.role + ") may not read the admin API; use a viewer or admin token"}
+			return ctx, &authError{codes.PermissionDenied, "ROLE_NOT_ALLOWED", "admin API read: this token's role (" + tok.role + ") may not read the admin API; use a viewer or admin token"}
 		}
 	case permWrite:
 		if !a.adminTokens && !valid {
-			return ctx, &authError{codes.PermissionDenied, "admin API writes are disabled: start the decider with -admin-token or -admin-tokens-file"}
+			return ctx, &authError{codes.PermissionDenied, "ADMIN_WRITES_DISABLED", "admin API writes are disabled: start the decider with -admin-token or -admin-tokens-file"}
 		}
 		if !valid {
 			return ctx, unauthenticated("admin API write")
 		}
 		if tok.role != RoleAdmin {
-			return ctx, &authError{codes.PermissionDenied, "admin API write: a " + tok.role + " token may only read; use an admin token"}
+			return ctx, &authError{codes.PermissionDenied, "ROLE_NOT_ALLOWED", "admin API write: a " + tok.role + " token may only read; use an admin token"}
 		}
 	}
 	if valid {

@@ -130,7 +130,8 @@ func TestAdminEngineIDsFollowTheIDRules(t *testing.T) {
 		body := `{"engine": {"id": "` + id + `", "url": "http://x.test:8000", "models": ["chat"], "role": "ROLE_PLAIN"}}`
 		status, resp := restCall(t, srv, "POST", "/v1/admin/engines", adminToken, body)
 		msg := messageOf(resp)
-		if status != 400 || !strings.Contains(msg, "engine.id") || !(strings.Contains(msg, "letters, digits") || strings.Contains(msg, "at most 128")) {
+		namesRule := strings.Contains(msg, "letters, digits") || strings.Contains(msg, "at most 128")
+		if status != 400 || !strings.Contains(msg, "engine.id") || !namesRule {
 			t.Errorf("register engine %q = %d %q, want 400 naming engine.id and the id rule", id, status, msg)
 		}
 	}
@@ -153,6 +154,7 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 		{"REST decide typo", "POST", "/v1/decide", `{"model": "chat", "input_tokens": 10, "dryrun": true}`, `unknown field "dryrun"`},
 		{"REST release unknown enum", "POST", "/v1/release", `{"lease_id": "x", "outcome": "NOPE"}`, `NOPE`},
 		{"REST admin typo", "POST", "/v1/admin/engines/a1:drain", `{"based_on": 1}`, `unknown field "based_on"`},
+		{"REST query typo", "GET", "/v1/admin/versions?limitt=2", "", `unknown query parameter "limitt"`},
 		{"Connect decide typo", "POST", "/sluice.v1.DeciderService/Decide", `{"model": "chat", "inputTokens": "10", "dryrun": true}`, `unknown field "dryrun"`},
 		{"Connect release unknown enum", "POST", "/sluice.v1.DeciderService/Release", `{"leaseId": "x", "outcome": "NOPE"}`, `NOPE`},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/services/enginehealth"
 	"github.com/sluicehq/sluice/services/ingest"
+	"github.com/sluicehq/sluice/services/limits"
 	"github.com/sluicehq/sluice/state/pgstore"
 )
 
@@ -86,7 +87,7 @@ func DefaultConfig() Config {
 		ConfigPoll:    2 * time.Second,
 		LeaseTTL:      10 * time.Minute,
 		LoadFreshness: 5 * time.Second,
-		MaxTokenIDs:   2 << 20,
+		MaxTokenIDs:   limits.DefaultMaxTokenIDs,
 
 		MaxConcurrentDecides: 128,
 		ShedRetryAfter:       time.Second,
@@ -108,6 +109,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Health.ProbeFailures, "probe-failures", c.Health.ProbeFailures, "consecutive failed probes that make an engine unhealthy")
 	fs.IntVar(&c.Health.ProbeSuccesses, "probe-successes", c.Health.ProbeSuccesses, "consecutive good probes that make it healthy again")
 	fs.IntVar(&c.Health.BreakerFailures, "breaker-failures", c.Health.BreakerFailures, "consecutive dispatch failures (reported through Release) that open an engine's circuit breaker; 0 disables")
+	fs.BoolVar(&c.Health.TrustNewEngines, "trust-new-engines", c.Health.TrustNewEngines, "make a newly registered engine a candidate before its first successful health probe (default: it waits for one)")
 	fs.DurationVar(&c.Health.BreakerCoolDown, "breaker-cool-down", c.Health.BreakerCoolDown, "how long an open breaker keeps the engine out before one trial dispatch")
 	c.Ingest.registerFlags(fs)
 	fs.DurationVar(&c.AffinitySweep, "affinity-sweep", c.AffinitySweep, "how often idle session/sticky bindings are dropped")
@@ -118,7 +120,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "expire leases not released within this time")
 	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "how long an engine load report stays current")
 	fs.DurationVar(&c.ClockSkew, "clock-skew", c.ClockSkew, "tolerated clock skew of engine report capture times")
-	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry")
+	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry; every request size limit (gRPC, Connect, REST) is derived from it")
 	fs.IntVar(&c.MaxConcurrentDecides, "max-concurrent-decides", c.MaxConcurrentDecides, "Decide calls in progress on this replica beyond which new ones are shed at once (RESOURCE_EXHAUSTED / 503 with a retry hint); 0 = no bound")
 	fs.DurationVar(&c.ShedRetryAfter, "shed-retry-after", c.ShedRetryAfter, "retry hint given to shed Decide calls")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
@@ -185,8 +187,8 @@ func (c *Config) Validate() error {
 	if c.ShedRetryAfter <= 0 {
 		errs = append(errs, fmt.Errorf("-shed-retry-after %v: must be positive", c.ShedRetryAfter))
 	}
-	if c.MaxTokenIDs <= 0 {
-		errs = append(errs, fmt.Errorf("-max-token-ids %d: must be positive", c.MaxTokenIDs))
+	if err := limits.Validate(c.MaxTokenIDs); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Health.Validate(); err != nil {
 		errs = append(errs, err)

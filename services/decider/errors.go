@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,7 +65,7 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 				Metadata: map[string]string{"max_concurrent_decides": fmt.Sprint(over.limit)}},
 			&errdetails.RetryInfo{RetryDelay: durationpb.New(over.retryAfter)}}
 	case errors.As(err, &auth):
-		return auth.code, auth.message, nil
+		return auth.code, auth.message, []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: auth.reason, Domain: errorDomain}}
 	case errors.As(err, &re):
 		return re.code, re.message, []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: re.reason, Domain: errorDomain}}
 	case errors.As(err, &ve):
@@ -79,7 +84,15 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 			&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_CONFLICT", Domain: errorDomain,
 				Metadata: map[string]string{"current_version": fmt.Sprint(ce.Current)}}}
 	case errors.Is(err, config.ErrUnavailable):
-		return codes.Unavailable, err.Error(), []protoadapt.MessageV1{
+		// A cause from the driver names the database user, name and host:port: the caller gets
+		// only what the store marked safe (an UnavailableError's Detail) and what to do.
+		msg := fmt.Sprintf("%v: admin writes and version reads need the database, which cannot be reached", config.ErrUnavailable)
+		var ue *config.UnavailableError
+		if errors.As(err, &ue) {
+			msg = fmt.Sprintf("%v: %s", config.ErrUnavailable, ue.Detail)
+		}
+		msg += fmt.Sprintf("; Decide keeps serving the configuration in force; retry in %v", storeRetryDelay)
+		return codes.Unavailable, msg, []protoadapt.MessageV1{
 			&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain},
 			&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
 	case errors.Is(err, config.ErrReadOnly):
@@ -120,9 +133,50 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 	return codes.Internal, err.Error(), nil
 }
 
+// maxMessageBytes bounds an error message: messages quote what the caller sent (a model name,
+// an id), and a 1 MB model name must not come back as a 1 MB error.
+const maxMessageBytes = 2048
+
+// clip shortens s to at most n bytes (on a UTF-8 boundary), saying how much was cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// classifyClipped is classify with the message and field-violation descriptions bounded.
+func classifyClipped(err error) (codes.Code, string, []protoadapt.MessageV1) {
+	code, msg, details := classify(err)
+	for _, d := range details {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, fv := range br.FieldViolations {
+				fv.Field, fv.Description = clip(fv.Field, 256), clip(fv.Description, 512)
+			}
+		}
+	}
+	return code, clip(msg, maxMessageBytes), details
+}
+
+// retryAfter returns the RetryInfo delay among details, rounded up to whole seconds for an
+// HTTP Retry-After header.
+func retryAfter(details []protoadapt.MessageV1) (string, bool) {
+	for _, d := range details {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
+			return strconv.FormatInt(max(secs, 1), 10), true
+		}
+	}
+	return "", false
+}
+
 // grpcError converts an error to a gRPC status with details (used by native gRPC and REST).
 func grpcError(err error) error {
-	code, msg, details := classify(err)
+	code, msg, details := classifyClipped(err)
 	st := status.New(code, msg)
 	if len(details) > 0 {
 		if withDetails, derr := st.WithDetails(details...); derr == nil {
@@ -134,12 +188,29 @@ func grpcError(err error) error {
 
 // connectError converts an error to a Connect error with the same code and details.
 func connectError(err error) error {
-	code, msg, details := classify(err)
+	code, msg, details := classifyClipped(err)
 	ce := connect.NewError(connect.Code(code), errors.New(msg))
+	if secs, ok := retryAfter(details); ok {
+		ce.Meta().Set("Retry-After", secs) // Connect sends error metadata as HTTP headers
+	}
 	for _, d := range details {
 		if detail, derr := connect.NewErrorDetail(protoadapt.MessageV2Of(d)); derr == nil {
 			ce.AddDetail(detail)
 		}
 	}
 	return ce
+}
+
+// restErrorHandler is grpc-gateway's error handler plus a Retry-After header when the status
+// carries a RetryInfo (an unavailable configuration store), as the gateway's own 503s do.
+func restErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+				secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
+				w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+			}
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }

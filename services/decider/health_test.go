@@ -3,6 +3,7 @@ package decider
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -151,5 +152,46 @@ func TestReleaseAffectsOnlyTheLeasedEngines(t *testing.T) {
 		if st := srv.engineHealth.State(id); st.Breaker != "closed" {
 			t.Errorf("breaker of %s = %s, want closed", id, st.Breaker)
 		}
+	}
+}
+
+// TestNewEngineNobodyListensOnGetsNoPicks: an engine registered through the admin API started
+// healthy, so one at an address where nothing listens got picks until enough probes failed. It
+// is unproven now until a probe passes; the engine proven at start keeps serving.
+func TestNewEngineNobodyListensOnGetsNoPicks(t *testing.T) {
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer live.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	cfg := fileConfig(t)
+	doc := "workers:\n  - {id: live, url: \"" + live.URL + "\", models: [m], role: plain}\ndefault_policy:\n  plain: {type: round_robin}\n"
+	if err := os.WriteFile(cfg.ConfigPath, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Health.ProbeInterval = time.Hour // the probe before serving proves live; no other runs
+	srv := startWith(t, cfg)
+	body := `{"engine": {"id": "ghost", "url": "` + dead + `", "models": ["m"], "role": "ROLE_PLAIN"}}`
+	if status, resp := restCall(t, srv, "POST", "/v1/admin/engines", adminToken, body); status != 200 {
+		t.Fatalf("register ghost = %d %v", status, resp)
+	}
+	waitFor(t, func() bool { _, ok := srv.Registry().Snapshot().Get("ghost"); return ok })
+	c := grpcClient(t, srv)
+	for i := range 10 {
+		resp, err := c.Decide(context.Background(), &sluicev1.DecideRequest{Model: "m", InputTokens: 1, DryRun: true})
+		if err != nil {
+			t.Fatalf("Decide #%d: %v", i, err)
+		}
+		if got := resp.GetPick().GetPlain().GetEngineId(); got != "live" {
+			t.Fatalf("Decide #%d picked %s, want live: ghost was never probed successfully", i, got)
+		}
+	}
+	_, resp := restCall(t, srv, "GET", "/v1/admin/engines/ghost", viewerToken, "")
+	e, _ := resp["engine"].(map[string]any)
+	if reason, _ := e["healthReason"].(string); e["healthy"] != false || !strings.Contains(reason, "unproven") {
+		t.Errorf("GET /v1/admin/engines/ghost = %v, want unhealthy and unproven", resp)
 	}
 }

@@ -34,6 +34,8 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/services/strictjson"
 	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
@@ -130,9 +132,11 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
+	sizes := limits.For(cfg.MaxTokenIDs)
 	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
 	s.shed = shed
-	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary))
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary),
+		grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
 	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
@@ -144,7 +148,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.gatewayMux = runtime.NewServeMux(gatewayMarshaler(), runtime.WithRoutingErrorHandler(routes.routingErrorHandler))
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(),
+		runtime.WithErrorHandler(restErrorHandler), runtime.WithRoutingErrorHandler(routes.routingErrorHandler))
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
@@ -153,7 +158,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), connectCodecs())
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), strictjson.ConnectCodecs(),
+		connect.WithReadMaxBytes(int(sizes.MaxBodyBytes)), cappedGzip(sizes.MaxBodyBytes))
 	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
 	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
 	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
@@ -168,7 +174,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: shed.http(mux), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -290,6 +296,12 @@ func since(t time.Time) string {
 // Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
 // listeners stop accepting, in-flight calls finish or are cut at the deadline.
 func (s *Server) Run(ctx context.Context) error {
+	if s.cfg.Health.ProbeInterval > 0 {
+		// New engines are unproven until a probe passes: probe once before serving (bounded
+		// by -probe-timeout; early connections wait in the listen backlog), so a fresh decider
+		// does not refuse every Decide for a probe interval.
+		s.engineHealth.ProbeAll(ctx)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

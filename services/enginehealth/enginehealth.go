@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,10 @@ type Config struct {
 	BreakerCoolDown time.Duration
 	// MaxConcurrentProbes bounds probes in flight.
 	MaxConcurrentProbes int
+	// TrustNewEngines makes a newly registered engine (or one whose url changed) a candidate at
+	// once. By default, while probing is on, it is unproven, and no candidate, until its first
+	// successful probe: an engine registered where nothing listens must not get picks.
+	TrustNewEngines bool
 }
 
 // DefaultConfig returns SGLang-router-like defaults.
@@ -76,7 +81,12 @@ const (
 	BreakerHalfOpen = "half_open"
 )
 
+// unprovenReason is the health reason of an engine no probe has passed yet.
+const unprovenReason = "unproven: waiting for its first successful health probe"
+
 type engineState struct {
+	url           string // the url the state is about; a new url starts afresh
+	unproven      bool   // no probe has passed since the engine (at this url) was registered
 	probeOK       bool
 	probeFails    int
 	probeOKs      int
@@ -109,6 +119,8 @@ type Tracker struct {
 	opened  prometheus.Counter
 	probes  *prometheus.CounterVec
 	healthy *prometheus.GaugeVec
+
+	probedAt atomic.Int64 // unix nanos of the last ProbeAll's start
 }
 
 // New returns a Tracker; it starts nothing until Run. client may be nil (a default client).
@@ -130,6 +142,9 @@ func New(logger *slog.Logger, reg *registry.Registry, cfg Config, client *http.C
 	if promReg != nil {
 		promReg.MustRegister(t.opened, t.probes, t.healthy)
 	}
+	if t.unprovenMode() {
+		reg.SetInitialHealth(registry.Health{Healthy: false, Reason: unprovenReason})
+	}
 	reg.OnRemove(func(w *registry.Worker) {
 		t.mu.Lock()
 		delete(t.engines, w.ID)
@@ -145,13 +160,25 @@ func New(logger *slog.Logger, reg *registry.Registry, cfg Config, client *http.C
 func (t *Tracker) state(id string) *engineState {
 	s, ok := t.engines[id]
 	if !ok {
-		if _, registered := t.reg.Snapshot().Get(id); !registered {
+		w, registered := t.reg.Snapshot().Get(id)
+		if !registered {
 			return nil
 		}
-		s = &engineState{probeOK: true, breaker: BreakerClosed}
+		s = t.newState(id, w.URL)
 		t.engines[id] = s
 	}
 	return s
+}
+
+// unprovenMode reports whether new engines wait for a probe.
+func (t *Tracker) unprovenMode() bool { return t.cfg.ProbeInterval > 0 && !t.cfg.TrustNewEngines }
+
+// newState is the state of an engine this tracker has not seen at url: unproven when the
+// registry says so (it registered the engine after New), otherwise as the registry had it.
+func (t *Tracker) newState(id, url string) *engineState {
+	h, _ := t.reg.Snapshot().Health(id)
+	unproven := t.unprovenMode() && !h.Healthy && strings.HasPrefix(h.Reason, unprovenReason)
+	return &engineState{url: url, unproven: unproven, probeOK: true, breaker: BreakerClosed}
 }
 
 // ReportSuccess records a successful dispatch; it closes a half-open breaker. An engine the
@@ -208,6 +235,10 @@ func verdict(s *engineState) (bool, string) {
 	switch {
 	case s.breaker == BreakerOpen:
 		return false, "circuit breaker open after consecutive dispatch failures"
+	case s.unproven && s.probeErr != "":
+		return false, unprovenReason + "; health probe failing: " + s.probeErr
+	case s.unproven:
+		return false, unprovenReason
 	case !s.probeOK:
 		return false, "health probe failing: " + s.probeErr
 	}
@@ -241,14 +272,16 @@ func (t *Tracker) tick() {
 	}
 }
 
-// ProbeAll probes every registered engine once, concurrently (bounded).
+// ProbeAll probes every registered engine once, concurrently (bounded). Run calls it every
+// ProbeInterval; a caller may call it before serving so new engines are proven at start.
 func (t *Tracker) ProbeAll(ctx context.Context) {
+	t.probedAt.Store(t.now().UnixNano())
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.cfg.MaxConcurrentProbes)
 	for _, w := range t.reg.Snapshot().Workers() {
 		g.Go(func() error {
 			err := t.probe(gctx, w.URL)
-			t.record(w.ID, err)
+			t.record(w.ID, w.URL, err)
 			return nil
 		})
 	}
@@ -273,14 +306,20 @@ func (t *Tracker) probe(ctx context.Context, base string) error {
 	return nil
 }
 
-func (t *Tracker) record(id string, err error) {
+func (t *Tracker) record(id, url string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state(id)
 	if s == nil {
 		return // removed while its probe was in flight
 	}
-	before, _ := verdict(s)
+	if s.url != url {
+		if w, ok := t.reg.Snapshot().Get(id); !ok || w.URL != url {
+			return // re-registered at another url while this probe was in flight
+		}
+		*s = *t.newState(id, url) // the registry gave the new url fresh health too
+	}
+	before, beforeReason := verdict(s)
 	if err != nil {
 		t.probes.WithLabelValues("failure").Inc()
 		s.probeOKs = 0
@@ -293,16 +332,24 @@ func (t *Tracker) record(id string, err error) {
 		t.probes.WithLabelValues("success").Inc()
 		s.probeFails = 0
 		s.probeOKs++
+		if s.unproven {
+			s.unproven, s.probeOK, s.probeErr = false, true, ""
+		}
 		if !s.probeOK && s.probeOKs >= t.cfg.ProbeSuccesses {
 			s.probeOK = true
 		}
 	}
-	if after, _ := verdict(s); after != before {
+	after, afterReason := verdict(s)
+	if after != before {
 		if after {
-			t.logger.Info("engine healthy again", slog.String("engine_id", id))
+			t.logger.Info("engine healthy", slog.String("engine_id", id))
 		} else {
 			t.logger.Warn("engine unhealthy", slog.String("engine_id", id), slog.String("error", s.probeErr))
 		}
+	}
+	// Publish whenever the registry's verdict differs (not only on a change here): the
+	// registry gives a re-registered engine fresh health of its own.
+	if h, ok := t.reg.Snapshot().Health(id); !ok || h.Healthy != after || (afterReason != beforeReason && !after) {
 		t.publish(id, s)
 	}
 }
@@ -316,10 +363,8 @@ func (t *Tracker) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(min(interval, time.Second))
 	defer tick.Stop()
-	var lastProbe time.Time
 	for {
-		if t.cfg.ProbeInterval > 0 && time.Since(lastProbe) >= t.cfg.ProbeInterval {
-			lastProbe = time.Now()
+		if t.cfg.ProbeInterval > 0 && t.now().Sub(time.Unix(0, t.probedAt.Load())) >= t.cfg.ProbeInterval {
 			t.ProbeAll(ctx)
 		}
 		t.tick()

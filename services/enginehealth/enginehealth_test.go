@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,9 +137,11 @@ func TestUnknownEnginesHoldNoState(t *testing.T) {
 	tr, reg, _ := setup(t, cfg, map[string]string{"a": "http://a.test"})
 	for i := range 1_000_000 {
 		id := "fake-" + strconv.Itoa(i)
-		tr.ReportFailure(id)
-		tr.ReportSuccess(id)
-		_ = tr.State(id)
+		if i%2 == 0 {
+			tr.ReportFailure(id)
+		} else {
+			tr.ReportSuccess(id)
+		}
 	}
 	tr.mu.Lock()
 	n := len(tr.engines)
@@ -152,5 +155,56 @@ func TestUnknownEnginesHoldNoState(t *testing.T) {
 	tr.ReportFailure("a")
 	if st := tr.State("a"); st.Breaker != BreakerOpen {
 		t.Errorf("registered engine a after one failure (threshold 1): breaker %s, want open", st.Breaker)
+	}
+}
+
+// TestNewEnginesAreUnproven: an engine registered after the tracker started is no candidate
+// until a probe passes (one registered where nothing listens never gets picks); a new url
+// starts unproven again; TrustNewEngines opts out.
+func TestNewEnginesAreUnproven(t *testing.T) {
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer live.Close()
+	cfg := DefaultConfig()
+	cfg.ProbeFailures = 3
+	tr, reg, _ := setup(t, cfg, nil)
+	workers := []registry.Worker{
+		{ID: "live", URL: live.URL, Models: []string{"m"}, Role: registry.RolePlain},
+		{ID: "dead", URL: "http://127.0.0.1:1", Models: []string{"m"}, Role: registry.RolePlain},
+	}
+	if err := reg.Replace(workers); err != nil {
+		t.Fatal(err)
+	}
+	if n := candidates(reg); n != 0 {
+		t.Fatalf("%d candidates before any probe, want 0 (both unproven)", n)
+	}
+	if h, _ := reg.Snapshot().Health("dead"); h.Healthy || !strings.Contains(h.Reason, "unproven") {
+		t.Errorf("dead engine health = %+v, want unhealthy and unproven", h)
+	}
+	tr.ProbeAll(context.Background())
+	if got := reg.Snapshot().Candidates("m", registry.RolePlain); len(got) != 1 || got[0].ID != "live" {
+		t.Fatalf("candidates after one probe = %v, want only live (dead stays unproven although -probe-failures is 3)", got)
+	}
+	if h, _ := reg.Snapshot().Health("dead"); h.Healthy || !strings.Contains(h.Reason, "unproven") || !strings.Contains(h.Reason, "probe failing") {
+		t.Errorf("dead engine health after a failed probe = %+v, want unproven with the probe error", h)
+	}
+	workers[0].URL = live.URL + "/" // moved: proven again only by a probe of the new url
+	if err := reg.Replace(workers); err != nil {
+		t.Fatal(err)
+	}
+	if n := candidates(reg); n != 0 {
+		t.Errorf("%d candidates after live moved to a new url, want 0 until it is probed", n)
+	}
+	tr.ProbeAll(context.Background())
+	if n := candidates(reg); n != 1 {
+		t.Errorf("%d candidates after probing the new url, want 1", n)
+	}
+
+	cfg.TrustNewEngines = true
+	_, trusting, _ := setup(t, cfg, nil)
+	if err := trusting.Replace(workers); err != nil {
+		t.Fatal(err)
+	}
+	if n := candidates(trusting); n != 2 {
+		t.Errorf("TrustNewEngines: %d candidates before any probe, want 2", n)
 	}
 }

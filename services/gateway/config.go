@@ -8,10 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
-)
 
-// MaxBodyBytes caps a request body on the inference routes; a larger body is answered 413.
-const MaxBodyBytes = 32 << 20
+	"github.com/sluicehq/sluice/services/limits"
+)
 
 // Config is the gateway's configuration, bound to flags with SLUICE_* environment fallbacks in
 // main and validated at start-up.
@@ -55,6 +54,16 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
+	// MaxTokenIDs must match the decider's -max-token-ids: the request body limit (413 beyond)
+	// and the gRPC message limits towards the decider derive from it (services/limits), and a
+	// prompt with more token ids is refused here with 413 instead of by the decider.
+	MaxTokenIDs int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound a client that sends its headers or
+	// body slowly, or holds an idle keep-alive connection (http.Server's fields of these names).
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// ReadyTimeout bounds the decider health check behind /readyz; ReadyCache is how long its
+	// answer is reused.
+	ReadyTimeout, ReadyCache time.Duration
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -72,6 +81,12 @@ func DefaultConfig() Config {
 		RetryAfter:           time.Second,
 		ReleaseTimeout:       2 * time.Second,
 		ShutdownTimeout:      10 * time.Second,
+		MaxTokenIDs:          limits.DefaultMaxTokenIDs,
+		ReadHeaderTimeout:    10 * time.Second,
+		ReadTimeout:          time.Minute,
+		IdleTimeout:          2 * time.Minute,
+		ReadyTimeout:         time.Second,
+		ReadyCache:           time.Second,
 	}
 }
 
@@ -93,6 +108,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After sent with 503 answers (rounded up to seconds)")
 	fs.DurationVar(&c.ReleaseTimeout, "release-timeout", c.ReleaseTimeout, "bound on the Release call when a response ends")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
+	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "the decider's -max-token-ids; the request body limit and the decider gRPC message limits derive from it")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "bound on reading a request's headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "bound on reading a whole request, body included (not the response: streams may run long)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection is kept")
+	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "bound on the decider health check behind /readyz")
+	fs.DurationVar(&c.ReadyCache, "ready-cache", c.ReadyCache, "how long a /readyz answer about the decider is reused")
 }
 
 // Validate checks every field and reports all problems, each naming the flag and the fix.
@@ -121,11 +142,18 @@ func (c *Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"decide-timeout", c.DecideTimeout}, {"tokenizer-timeout", c.TokenizerTimeout}, {"retry-after", c.RetryAfter},
-		{"release-timeout", c.ReleaseTimeout}, {"shutdown-timeout", c.ShutdownTimeout}}
+		{"release-timeout", c.ReleaseTimeout}, {"shutdown-timeout", c.ShutdownTimeout}, {"read-header-timeout", c.ReadHeaderTimeout},
+		{"read-timeout", c.ReadTimeout}, {"idle-timeout", c.IdleTimeout}, {"ready-timeout", c.ReadyTimeout}}
 	for _, p := range positive {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))
 		}
+	}
+	if c.ReadyCache < 0 {
+		errs = append(errs, fmt.Errorf("-ready-cache %v: must be 0 (ask every time) or positive", c.ReadyCache))
+	}
+	if err := limits.Validate(c.MaxTokenIDs); err != nil {
+		errs = append(errs, err)
 	}
 	if c.UpstreamTimeout < 0 {
 		errs = append(errs, fmt.Errorf("-upstream-timeout %v: must be 0 (none) or positive", c.UpstreamTimeout))

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/limits"
 )
 
 func TestPlainForwardsBodyUnchangedAndRelaysAnswer(t *testing.T) {
@@ -303,7 +304,7 @@ func TestBodyLimit(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
 	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
-	body := `{"model":"m","prompt":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+	body := `{"model":"m","prompt":"` + strings.Repeat("a", int(limits.For(limits.DefaultMaxTokenIDs).MaxBodyBytes)) + `"}`
 	resp := post(t, g, routeCompletions, body)
 	got := readAll(t, resp)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || errorCode(t, got) != "request_too_large" {

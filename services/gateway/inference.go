@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/limits"
 )
 
 // inference serves one OpenAI/SGLang route: read and check the body, prepare the routing facts
@@ -37,12 +38,12 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 		}
 		sw.Header().Set("X-Request-Id", requestID)
 
-		raw, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, MaxBodyBytes))
+		raw, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, s.sizes.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				writeAPIError(sw, apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
-					message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)})
+					message: limits.TooLarge("request body (at least)", s.sizes.MaxBodyBytes+1, s.sizes.MaxBodyBytes)})
 				return
 			}
 			writeAPIError(sw, apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
@@ -58,6 +59,10 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 			}
 		}
 		var re *requestError
+		if errors.As(err, &re) && re.code == "too_many_tokens" {
+			writeAPIError(sw, apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, param: re.param, code: re.code, message: re.msg})
+			return
+		}
 		if errors.As(err, &re) {
 			writeAPIError(sw, apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: re.param, code: re.code, message: re.msg})
 			return
@@ -72,6 +77,10 @@ func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, req
 	if t == nil {
 		counted := s.countTokens(ctx, f)
 		t = &counted
+	}
+	if len(t.ids) > s.sizes.MaxTokenIDs {
+		return nil, &requestError{code: "too_many_tokens", msg: fmt.Sprintf("the prompt is %d tokens; at most %d (-max-token-ids) fit a decision — shorten it",
+			len(t.ids), s.sizes.MaxTokenIDs)}
 	}
 	peak, err := expectedPeak(t.count, f.maxOut, s.cfg.DefaultMaxTokens, f.batch)
 	if err != nil {

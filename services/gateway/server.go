@@ -24,10 +24,13 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/services/strictjson"
 )
 
 // Server is one gateway process (or an embedded gateway in dev mode).
@@ -42,6 +45,11 @@ type Server struct {
 	metrics   *metrics
 
 	sessionHeader, routingHeader string
+	sizes                        limits.Sizes
+	health                       healthpb.HealthClient
+	readyMu                      sync.Mutex
+	readyAt                      time.Time // when readyErr was found
+	readyErr                     error     // the decider health check's last answer
 
 	lis        net.Listener
 	httpServer *http.Server
@@ -58,11 +66,14 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(cfg.DeciderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	sizes := limits.For(cfg.MaxTokenIDs)
+	conn, err := grpc.NewClient(cfg.DeciderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(sizes.MaxMessageBytes), grpc.MaxCallRecvMsgSize(sizes.MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("-decider-addr %s: %w", cfg.DeciderAddr, err)
 	}
-	s := &Server{logger: logger, cfg: cfg, conn: conn,
+	s := &Server{logger: logger, cfg: cfg, conn: conn, sizes: sizes,
+		health:        healthpb.NewHealthClient(conn),
 		admin:         sluicev1.NewAdminServiceClient(conn),
 		engines:       &http.Client{Transport: newEngineTransport()},
 		sessionHeader: canonicalHeader(cfg.SessionHeader), routingHeader: canonicalHeader(cfg.RoutingHeader)}
@@ -80,7 +91,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(promReg)
 
-	mux := runtime.NewServeMux()
+	mux := runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser())
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerClient(ctx, mux, sluicev1.NewDeciderServiceClient(conn)); err != nil {
 		conn.Close()
@@ -108,7 +119,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("route %s %s: %w", r.method, r.path, err)
 		}
 	}
-	s.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: limitBodies(mux, sizes.MaxBodyBytes),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
 		conn.Close()
@@ -149,12 +161,43 @@ func handler(h http.Handler) runtime.HandlerFunc {
 // Addr is the bound HTTP address.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-func (s *Server) ready(w http.ResponseWriter, _ *http.Request, _ map[string]string) {
+// ready answers /readyz: not while draining, and not while the decider does not answer its
+// gRPC health check (within ReadyTimeout; the answer is reused for ReadyCache so probes do not
+// become load) — a gateway that cannot decide serves nothing.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ map[string]string) {
 	if s.draining.Load() {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
 		return
 	}
+	if err := s.deciderReady(r.Context()); err != nil {
+		http.Error(w, "decider not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	_, _ = w.Write([]byte("ready\n"))
+}
+
+func (s *Server) deciderReady(ctx context.Context) error {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if !s.readyAt.IsZero() && time.Since(s.readyAt) < s.cfg.ReadyCache {
+		return s.readyErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	if s.cfg.DeciderToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.cfg.DeciderToken)
+	}
+	resp, err := s.health.Check(ctx, &healthpb.HealthCheckRequest{Service: "sluice.v1.DeciderService"})
+	switch {
+	case err != nil:
+		s.readyErr = fmt.Errorf("health check of %s: %w", s.cfg.DeciderAddr, err)
+	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+		s.readyErr = fmt.Errorf("%s reports %s", s.cfg.DeciderAddr, resp.GetStatus())
+	default:
+		s.readyErr = nil
+	}
+	s.readyAt = time.Now()
+	return s.readyErr
 }
 
 // Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
@@ -231,4 +274,22 @@ var _ engineLister = adminLister{}
 
 func (a adminLister) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest, opts ...grpc.CallOption) (*sluicev1.ListEnginesResponse, error) {
 	return a.s.admin.ListEngines(a.s.deciderCtx(ctx), in, opts...)
+}
+
+// limitBodies bounds every request body to max (limits.Sizes.MaxBodyBytes): a declared
+// Content-Length above it is answered 413 before a byte is read; a longer chunked body fails
+// its read at the limit (the inference routes answer 413 then).
+func limitBodies(next http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			w.Header().Set("Connection", "close")
+			writeAPIError(w, apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+				message: limits.TooLarge("request body", r.ContentLength, max)})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -29,7 +29,7 @@ var ErrEmptyDocument = errors.New("empty configuration document")
 // [ErrInvalid].
 func EmptyDocumentError(field string) error {
 	return &ValidationError{empty: true, Problems: []Problem{{Path: field, Message: "the document is empty: it sets none of " +
-		strings.Join(documentKeys, ", ") + "; send the whole configuration (sluice ctl get config shows the one in force), " +
+		strings.Join(documentKeys, ", ") + "; send the whole configuration (GetConfig, GET /v1/admin/config, shows the one in force), " +
 		"or change single buckets and engines through their own calls"}}}
 }
 

@@ -47,7 +47,33 @@ var ErrVersionNotFound = errors.New("configuration version not found")
 
 // ErrUnavailable is matched by errors of a store whose backing service cannot
 // be reached; the caller may retry later. Reads of Current are unaffected.
+// Such errors may name the database's address or user: show callers only the
+// Detail of an [*UnavailableError].
 var ErrUnavailable = errors.New("configuration store unavailable")
+
+// UnavailableError is an [ErrUnavailable] whose Detail is safe to show to the
+// caller (it names no address, database or user), e.g. whether anything was
+// written; Err, when set, is the cause, for logs.
+type UnavailableError struct {
+	Detail string
+	Err    error
+}
+
+// Error joins ErrUnavailable, Detail and the cause.
+func (e *UnavailableError) Error() string {
+	if e.Err == nil {
+		return ErrUnavailable.Error() + ": " + e.Detail
+	}
+	return ErrUnavailable.Error() + ": " + e.Detail + ": " + e.Err.Error()
+}
+
+// Unwrap returns ErrUnavailable and the cause.
+func (e *UnavailableError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUnavailable}
+	}
+	return []error{ErrUnavailable, e.Err}
+}
 
 // VersionInfo describes one entry of a store's version log.
 type VersionInfo struct {

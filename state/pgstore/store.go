@@ -418,8 +418,8 @@ func (s *Store) writeTimedOut(ctx, wctx context.Context, err error, committing b
 	if committing {
 		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
 	}
-	return fmt.Errorf("%w: the configuration database did not answer within the %s write deadline; %s",
-		config.ErrUnavailable, s.cfg.WriteTimeout, outcome)
+	return &config.UnavailableError{Detail: fmt.Sprintf("the configuration database did not answer within the %s write deadline; %s",
+		s.cfg.WriteTimeout, outcome)}
 }
 
 // documentAt returns version's document, reusing the current snapshot when

@@ -21,9 +21,11 @@ type Registry struct {
 	slots *slots.Table
 	now   func() time.Time
 
-	mu    sync.Mutex // serialises writers and guards hooks
+	mu    sync.Mutex // serialises writers and guards hooks and initial
 	hooks []func(w *Worker)
 	snap  atomic.Pointer[Snapshot]
+	// initial is the health of a worker the registry has not seen at its url; nil is healthy.
+	initial *Health
 }
 
 // New returns an empty registry whose workers get their slots from t.
@@ -50,11 +52,30 @@ func (r *Registry) OnRemove(fn func(w *Worker)) {
 	r.hooks = append(r.hooks, fn)
 }
 
+// SetInitialHealth sets the health a worker starts with when it is new (or its url changed);
+// the default is healthy. Active health checking uses it so a newly registered engine is no
+// candidate until its first successful probe. Since is set when the worker is added.
+func (r *Registry) SetInitialHealth(h Health) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.initial = &h
+}
+
+// fresh is the health of a new worker; called with r.mu held.
+func (r *Registry) fresh() Health {
+	h := Health{Healthy: true}
+	if r.initial != nil {
+		h = *r.initial
+	}
+	h.Since = r.now()
+	return h
+}
+
 // Replace makes workers the whole registered set, as a configuration load
 // does. It validates the whole set first and changes nothing if any worker is
 // invalid, returning every problem found (errors.Join of *ValidationError,
 // matching ErrInvalid). Workers whose id and url are unchanged keep their
-// health; other workers start healthy. OnRemove hooks run for every
+// health; other workers start healthy (or as SetInitialHealth says). OnRemove hooks run for every
 // previously registered id absent from workers. The version increases even
 // if the new set equals the old one.
 func (r *Registry) Replace(workers []Worker) error {
@@ -70,11 +91,11 @@ func (r *Registry) Replace(workers []Worker) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.snap.Load()
-	now := r.now()
+	fresh := r.fresh()
 	health := make([]Health, len(next))
 	for i, w := range next {
 		next[i] = w.clone(r.slots.Intern(w.ID))
-		health[i] = Health{Healthy: true, Since: now}
+		health[i] = fresh
 		if j, ok := cur.byID[w.ID]; ok && cur.workers[j].URL == w.URL {
 			health[i] = cur.health[j]
 		}
@@ -93,7 +114,7 @@ func (r *Registry) Replace(workers []Worker) error {
 // w against the rest of the registered set (for example, a model may not mix
 // plain and prefill/decode engines) and changes nothing on error. A
 // replacement keeps its health when its url is unchanged; otherwise the
-// worker starts healthy.
+// worker starts healthy (or as SetInitialHealth says).
 func (r *Registry) Upsert(w Worker) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -115,7 +136,7 @@ func (r *Registry) Upsert(w Worker) error {
 	}
 	next[i] = w.clone(r.slots.Intern(w.ID))
 	if !exists || cur.workers[i].URL != w.URL {
-		health[i] = Health{Healthy: true, Since: r.now()}
+		health[i] = r.fresh()
 	}
 	r.snap.Store(buildSnapshot(cur.version+1, next, health))
 	return nil
