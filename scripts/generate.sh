@@ -24,7 +24,7 @@ buf format --diff --exit-code
 buf generate
 # Say in the OpenAPI document what the gateway enforces and the plugin cannot
 # express (int64 patterns, closed request bodies, optional empty bodies).
-go -C tools run ./openapitighten ../gen/openapiv2/sluice.swagger.json
+go run ./internal/openapitighten gen/openapiv2/sluice.swagger.json
 # A Go package embedding the merged OpenAPI document, so the decider serves
 # the generated file itself at /openapi.json.
 cat >gen/openapiv2/embed.go <<'GO'
