@@ -98,16 +98,20 @@ func (t routeTemplate) match(segs []string) bool {
 	return true
 }
 
-// methodFilter answers 405 before the gateway routes a request whose path names a REST
-// resource that does not serve its method. The gateway alone would read a custom-verb path
-// with another method as the plain resource ("GET /v1/admin/versions/1:rollback" as
-// GetVersion of version "1:rollback", a 400), or answer 501 (see routingErrorHandler).
+// methodFilter answers 405 before the gateway routes a custom-verb path with a method its
+// resource does not serve: the gateway alone would read it as the plain resource
+// ("GET /v1/admin/versions/1:rollback" as GetVersion of version "1:rollback", a 400). Only
+// paths whose last segment has a colon are looked up, so Decide pays one byte scan; other
+// wrong methods reach routingErrorHandler.
 func (r *restRoutes) methodFilter(mux *runtime.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if allow := r.allowed(req.URL.EscapedPath()); len(allow) > 0 && !slices.Contains(allow, req.Method) {
-			_, m := runtime.MarshalerForRequest(mux, req)
-			r.methodNotAllowed(req.Context(), mux, m, w, req, allow)
-			return
+		p := req.URL.EscapedPath()
+		if strings.IndexByte(p[strings.LastIndexByte(p, '/')+1:], ':') >= 0 {
+			if allow := r.allowed(p); len(allow) > 0 && !slices.Contains(allow, req.Method) {
+				_, m := runtime.MarshalerForRequest(mux, req)
+				r.methodNotAllowed(req.Context(), mux, m, w, req, allow)
+				return
+			}
 		}
 		next.ServeHTTP(w, req)
 	})
