@@ -94,7 +94,16 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := openStore(logger, cfg)
+	// The file store refuses a reloaded file this decider cannot serve, so the version it
+	// reports is the one in force; the decider that checks is built below, before Run.
+	var d *decider.Decider
+	serviceable := func(doc *config.Document) error {
+		if d == nil {
+			return nil
+		}
+		return d.Check(doc)
+	}
+	store, err := openStore(logger, cfg, serviceable)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +128,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if in != nil {
 		deps.Prefix = in.prefixSource()
 	}
-	d, err := decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
+	d, err = decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,10 @@ import (
 
 // openStore builds the configuration store the Config selects: Postgres with a PostgresDSN
 // (ConfigPath, if set, seeds an empty version log), else the file store on ConfigPath.
-func openStore(logger *slog.Logger, cfg Config) (config.Store, error) {
+// serviceable refuses file reloads the decider cannot serve.
+func openStore(logger *slog.Logger, cfg Config, serviceable func(*config.Document) error) (config.Store, error) {
 	if cfg.PostgresDSN == "" {
-		store, err := config.NewFileStore(logger, cfg.ConfigPath, config.FileStoreConfig{PollInterval: cfg.ConfigPoll})
+		store, err := config.NewFileStore(logger, cfg.ConfigPath, config.FileStoreConfig{PollInterval: cfg.ConfigPoll, Serviceable: serviceable})
 		if err != nil {
 			return nil, fmt.Errorf("load -config %q: %w", cfg.ConfigPath, err)
 		}

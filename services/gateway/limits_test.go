@@ -129,3 +129,15 @@ func TestRESTMappingRefusesUnknownFields(t *testing.T) {
 		t.Errorf("%d leases taken by a refused request, want 0", n)
 	}
 }
+
+// TestErrorsDoNotEchoHugeValues: a 1 MB model name came back in a 1 MB error.
+func TestErrorsDoNotEchoHugeValues(t *testing.T) {
+	e := newFakeEngine(t, "e1")
+	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	g := startGateway(t, d, nil)
+	resp := post(t, g, routeCompletions, `{"model": "`+strings.Repeat("x", 1<<20)+`", "prompt": "hi"}`)
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusBadRequest || len(got) > 4096 {
+		t.Errorf("POST with a 1 MB model name = %d with a %d-byte body, want 400 under 4 KiB", resp.StatusCode, len(got))
+	}
+}

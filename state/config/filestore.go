@@ -48,6 +48,13 @@ type FileStoreConfig struct {
 	// HistoryLimit is how many versions are kept (older ones are pruned);
 	// zero means DefaultHistoryLimit.
 	HistoryLimit int
+	// Serviceable, when set, refuses a valid document its consumer cannot
+	// serve (the decider: a policy it has no data for). A reloaded file it
+	// refuses is treated like an invalid one — logged, the previous version
+	// kept — so Current is always a version the consumer serves; Apply returns
+	// its error. It is not called at start-up (the consumer checks the first
+	// version itself).
+	Serviceable func(*Document) error
 }
 
 // Validate reports settings that cannot work.
@@ -87,6 +94,7 @@ type FileStore struct {
 	// historyDir holds the version log on disk; "" for a store without a file.
 	historyDir   string
 	historyLimit int
+	serviceable  func(*Document) error
 }
 
 type fileStat struct {
@@ -115,6 +123,7 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 		now:    time.Now,
 
 		historyLimit: cfg.HistoryLimit,
+		serviceable:  cfg.Serviceable,
 	}
 	if s.poll == 0 {
 		s.poll = DefaultPollInterval
@@ -245,6 +254,11 @@ func (s *FileStore) check() {
 		return
 	}
 	doc, err := parseFile(data, s.format)
+	if err == nil && s.serviceable != nil {
+		if serr := s.serviceable(doc); serr != nil {
+			err = fmt.Errorf("the consumer cannot serve it: %w", serr)
+		}
+	}
 	if err != nil {
 		if !s.haveBad || sum != s.badHash {
 			s.haveBad, s.badHash = true, sum
@@ -290,6 +304,11 @@ func (s *FileStore) apply(ctx context.Context, doc *Document, basedOn, rollbackO
 	}
 	if err := doc.Validate(); err != nil {
 		return Snapshot{}, err
+	}
+	if s.serviceable != nil {
+		if err := s.serviceable(doc); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	data, err := Marshal(doc, s.format)
 	if err != nil {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,7 +77,10 @@ func (s *FileStore) loadHistory() []Revision {
 		}
 		out = append(out, rev)
 	}
-	slices.SortFunc(out, func(a, b Revision) int { return int(a.Version - b.Version) })
+	slices.SortFunc(out, func(a, b Revision) int { return cmp.Compare(a.Version, b.Version) })
+	if over := len(out) - s.historyLimit; over > 0 {
+		out = out[over:] // the limit was lowered: older files stay on disk, unused
+	}
 	return out
 }
 

@@ -469,3 +469,39 @@ func TestFileStoreHistorySurvivesRestart(t *testing.T) {
 		t.Errorf("Version(2) after pruning = %v, want ErrVersionNotFound", err)
 	}
 }
+
+// TestFileStoreRefusesUnservableReloads: a valid edit the consumer cannot serve is kept out of
+// the store like an invalid one, so the store never reports a version nobody serves.
+func TestFileStoreRefusesUnservableReloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte(storeV1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	refuseThree := func(d *Document) error {
+		if d.EffectiveBuckets()[0].ID == "three" {
+			return errors.New("bucket three needs a KV index")
+		}
+		return nil
+	}
+	s, err := NewFileStore(slog.New(slog.NewTextHandler(logs, nil)), path, FileStoreConfig{Serviceable: refuseThree})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, storeV3)
+	s.check()
+	if cur := s.Current(); cur.Version != 1 || bucketID(cur) != "one" {
+		t.Errorf("after an unservable edit: version %d bucket %s, want version 1 bucket one kept", cur.Version, bucketID(cur))
+	}
+	if !strings.Contains(logs.String(), "needs a KV index") {
+		t.Errorf("unservable edit not logged; logs:\n%s", logs)
+	}
+	if _, err := s.Apply(context.Background(), mustParse(t, []byte(storeV3), FormatYAML), 1); err == nil || !strings.Contains(err.Error(), "KV index") {
+		t.Errorf("Apply(unservable) = %v, want the consumer's refusal", err)
+	}
+	writeFile(t, path, storeV2)
+	s.check()
+	if cur := s.Current(); cur.Version != 2 || bucketID(cur) != "two" {
+		t.Errorf("after a servable edit: version %d bucket %s, want version 2 bucket two", cur.Version, bucketID(cur))
+	}
+}
