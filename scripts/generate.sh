@@ -22,6 +22,9 @@ buf lint
 buf format --diff --exit-code
 # buf.gen.yaml sets clean: true, so stale files for removed protos disappear.
 buf generate
+# Say in the OpenAPI document what the gateway enforces and the plugin cannot
+# express (int64 patterns, closed request bodies, optional empty bodies).
+go run ./internal/openapitighten gen/openapiv2/sluice.swagger.json
 # A Go package embedding the merged OpenAPI document, so the decider serves
 # the generated file itself at /openapi.json.
 cat >gen/openapiv2/embed.go <<'GO'

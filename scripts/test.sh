@@ -44,6 +44,8 @@ source "$ROOT/scripts/lib/postgres.sh"
 source "$ROOT/scripts/lib/kafka.sh"
 # shellcheck source=lib/vllm.sh
 source "$ROOT/scripts/lib/vllm.sh"
+# shellcheck source=lib/schemathesis.sh
+source "$ROOT/scripts/lib/schemathesis.sh"
 
 STEP="setup"
 DONE=()
@@ -174,6 +176,12 @@ else
     log "SLUICE_TEST_KAFKA_BROKERS is set: using $SLUICE_TEST_KAFKA_BROKERS"
   fi
   DONE+=("services")
+  # The decider's REST conformance test (TestSchemathesis): schemathesis in a cached venv.
+  if schemathesis_wanted "${PKGS[@]}"; then
+    STEP="schemathesis venv"
+    schemathesis_setup
+    DONE+=("schemathesis-venv")
+  fi
 fi
 
 # --- vLLM install, in the background during the main run ------------------------------

@@ -153,7 +153,12 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpcServer, s.health)
 	reflection.Register(s.grpcServer)
 
-	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(), runtime.WithErrorHandler(restErrorHandler))
+	routes, err := newRESTRoutes(openapiv2.SluiceJSON)
+	if err != nil {
+		return nil, err
+	}
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(),
+		runtime.WithErrorHandler(restErrorHandler), runtime.WithRoutingErrorHandler(routes.routingErrorHandler))
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
 		return nil, err
@@ -170,7 +175,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle("/v1/", s.gatewayMux) // authorized in the service methods (authenticator.rest)
+	mux.Handle("/v1/", routes.methodFilter(s.gatewayMux, s.gatewayMux)) // authorized in the service methods (authenticator.rest)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

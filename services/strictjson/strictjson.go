@@ -36,11 +36,14 @@ func badJSON(m proto.Message, err error) error {
 		m.ProtoReflect().Descriptor().FullName(), clip(err.Error(), 512))
 }
 
-// GatewayMarshaler is grpc-gateway's default marshaler (JSON with unpopulated fields emitted,
-// google.api.HttpBody passed through) with strict decoding.
+// GatewayMarshaler is grpc-gateway's default marshaler (google.api.HttpBody passed through)
+// with strict decoding, and with zero-valued scalars, lists and maps written out (so REST
+// clients see every field) but unset messages and proto3 optional fields left out: the
+// default's EmitUnpopulated writes them as null ("capturedAt": null), which the OpenAPI
+// document's "type": "string" (Timestamp, Duration) or object schema does not allow.
 func GatewayMarshaler() runtime.ServeMuxOption {
 	return runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &strictJSONPb{
-		JSONPb: runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{EmitUnpopulated: true}, UnmarshalOptions: strictUnmarshal},
+		JSONPb: runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true}, UnmarshalOptions: strictUnmarshal},
 	}})
 }
 
