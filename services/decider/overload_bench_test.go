@@ -22,7 +22,7 @@ import (
 // impatient client; a polite one waits the 1 s hint and offers less load). It reports the p50
 // and p99 of admitted calls, the p99 of shed answers, the shed fraction and any other error.
 func BenchmarkOverload512(b *testing.B) {
-	for _, limit := range []int{DefaultConfig().MaxConcurrentDecides, 0} {
+	for _, limit := range []int{16, DefaultConfig().MaxConcurrentDecides, 0} {
 		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
 			addr := startBenchDeciderWith(b, func(c *Config) { c.MaxConcurrentDecides = limit })
 			conns := make([]sluicev1.DeciderServiceClient, 8)
