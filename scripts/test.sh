@@ -217,7 +217,9 @@ DONE+=("tests")
 STEP="outage tests"
 if ((${#OUTAGE_PKGS[@]} > 0)); then
   log "outage phase: go test -race -count=1 -p 1 -run '^TestOutage' ${OUTAGE_PKGS[*]}"
-  SLUICE_TEST_OUTAGE=1 go test -race -count=1 -p 1 -timeout 30m -run '^TestOutage' "${OUTAGE_PKGS[@]}"
+  VERBOSE=()
+  for a in "${TEST_ARGS[@]}"; do [[ "$a" == -v || "$a" == -test.v ]] && VERBOSE=(-v); done
+  SLUICE_TEST_OUTAGE=1 go test -race -count=1 -p 1 -timeout 30m "${VERBOSE[@]}" -run '^TestOutage' "${OUTAGE_PKGS[@]}"
   DONE+=("outage-tests")
 fi
 
