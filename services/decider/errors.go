@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/decider"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/limits"
 	"github.com/sluicehq/sluice/state/config"
 )
 
@@ -133,33 +133,17 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 	return codes.Internal, err.Error(), nil
 }
 
-// maxMessageBytes bounds an error message: messages quote what the caller sent (a model name,
-// an id), and a 1 MB model name must not come back as a 1 MB error.
-const maxMessageBytes = 2048
-
-// clip shortens s to at most n bytes (on a UTF-8 boundary), saying how much was cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
-}
-
 // classifyClipped is classify with the message and field-violation descriptions bounded.
 func classifyClipped(err error) (codes.Code, string, []protoadapt.MessageV1) {
 	code, msg, details := classify(err)
 	for _, d := range details {
 		if br, ok := d.(*errdetails.BadRequest); ok {
 			for _, fv := range br.FieldViolations {
-				fv.Field, fv.Description = clip(fv.Field, 256), clip(fv.Description, 512)
+				fv.Field, fv.Description = limits.Clip(fv.Field, 256), limits.Clip(fv.Description, 512)
 			}
 		}
 	}
-	return code, clip(msg, maxMessageBytes), details
+	return code, limits.Clip(msg, limits.MaxErrorMessageBytes), details
 }
 
 // retryAfter returns the RetryInfo delay among details, rounded up to whole seconds for an

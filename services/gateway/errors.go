@@ -2,17 +2,16 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
+	"github.com/sluicehq/sluice/services/limits"
 )
 
 // apiError is an OpenAI-style error answer: {"error": {"message", "type", "param", "code"}}.
@@ -49,7 +48,7 @@ func writeAPIError(w http.ResponseWriter, e apiError) {
 			Code    string  `json:"code"`
 		} `json:"error"`
 	}
-	payload.Error.Message, payload.Error.Type, payload.Error.Code = clip(e.message, maxMessageBytes), e.typ, e.code
+	payload.Error.Message, payload.Error.Type, payload.Error.Code = limits.Clip(e.message, limits.MaxErrorMessageBytes), e.typ, e.code
 	if e.param != "" {
 		payload.Error.Param = &e.param
 	}
@@ -109,20 +108,4 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// maxMessageBytes bounds an error message: messages quote what the client sent (a model name,
-// a field), and a 1 MB model name must not come back as a 1 MB error.
-const maxMessageBytes = 2048
-
-// clip shortens s to at most n bytes (on a UTF-8 boundary), saying how much was cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }

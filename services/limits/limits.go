@@ -4,7 +4,10 @@
 // for the decider is refused by the first hop that sees its size, before anyone parses it.
 package limits
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // DefaultMaxTokenIDs is the default -max-token-ids of the decider and the gateway.
 const DefaultMaxTokenIDs = 2 << 20
@@ -57,4 +60,21 @@ func Validate(maxTokenIDs int) error {
 func TooLarge(what string, size, limit int64) string {
 	return fmt.Sprintf("%s of %d bytes exceeds the limit of %d bytes (derived from -max-token-ids: room for that many token ids "+
 		"plus %d bytes); send fewer token ids or raise -max-token-ids on the decider and the gateway", what, size, limit, Headroom)
+}
+
+// MaxErrorMessageBytes bounds an error message the decider or the gateway sends: messages quote
+// what the caller sent (a model name, an id, a field), and a 1 MB model name must not come back
+// as a 1 MB error.
+const MaxErrorMessageBytes = 2048
+
+// Clip shortens s to at most n bytes (on a UTF-8 boundary), saying how much was cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -18,6 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/sluicehq/sluice/services/limits"
 )
 
 // Both JSON front ends (grpc-gateway's REST and Connect's JSON codec) discard unknown fields by
@@ -33,7 +34,7 @@ var strictUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 func badJSON(m proto.Message, err error) error {
 	return fmt.Errorf("request body is not a valid %s: %s; field names are the proto names (or their lowerCamelCase JSON names) "+
 		"of the request, enum values their full names — unknown fields are refused, check the spelling against /openapi.json",
-		m.ProtoReflect().Descriptor().FullName(), clip(err.Error(), 512))
+		m.ProtoReflect().Descriptor().FullName(), limits.Clip(err.Error(), 512))
 }
 
 // GatewayMarshaler is grpc-gateway's default marshaler (google.api.HttpBody passed through)
@@ -113,19 +114,6 @@ func (c strictConnectJSON) Unmarshal(data []byte, v any) error {
 	return nil
 }
 
-// clip shortens s to at most n bytes (on a UTF-8 boundary): decode errors quote field names,
-// which a caller may make a megabyte long.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
-}
-
 // GatewayQueryParser is grpc-gateway's query parameter parser refusing a parameter that names
 // no field of the request (?limitt=2 was ignored like an unknown JSON field). grpc-gateway keeps
 // the parser process-wide, so every mux in the process gets it.
@@ -143,7 +131,7 @@ func (p *queryParser) Parse(msg proto.Message, values url.Values, filter *utilit
 		}
 		if !hasField(msg.ProtoReflect().Descriptor(), path) {
 			return fmt.Errorf("unknown query parameter %q: %s has no such field; check the spelling against /openapi.json",
-				clip(key, 128), msg.ProtoReflect().Descriptor().FullName())
+				limits.Clip(key, 128), msg.ProtoReflect().Descriptor().FullName())
 		}
 	}
 	return p.DefaultQueryParser.Parse(msg, values, filter)
