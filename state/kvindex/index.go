@@ -234,6 +234,9 @@ type Index struct {
 	table    nodeTable
 	spills   [][]holderEntry
 	freeSpil []uint32
+	// cloneSpills is the one array that a clone's spills share (CloneInto
+	// reuses it); nil in an index that is not a clone.
+	cloneSpills []holderEntry
 
 	holders     []holderState
 	holderIdx   map[Holder]uint16
