@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,34 +15,48 @@ import (
 	"github.com/sluicehq/sluice/state/slots"
 )
 
-// bigIndex returns a kvindex of prompts×blocks blocks (16-token blocks) held
-// across 64 engines, built by direct Store calls (fast), with the engines
-// interned in st.
+// bigIndex returns a kvindex of prompts×blocks blocks (see fillIndex).
 func bigIndex(tb testing.TB, st *slots.Table, prompts, blocks int) *kvindex.Index {
 	tb.Helper()
 	ix, err := kvindex.New(kvindex.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	fillIndex(tb, ix, st, prompts, blocks)
+	return ix
+}
+
+// bigNS is the namespace fillIndex stores in.
+var bigNS = Namespace{Model: "m"}
+
+// bigPrompt returns the tokens of fillIndex's prompt p.
+func bigPrompt(p, blocks int) []uint32 {
+	toks := make([]uint32, blocks*16)
+	for i := range toks {
+		toks[i] = uint32(p)*uint32(len(toks)) + uint32(i)
+	}
+	return toks
+}
+
+// fillIndex stores prompts prompts of blocks 16-token blocks in ix, by
+// direct Store calls (fast), prompt p held by engine "big-engine-<p%64>"
+// (interned in st).
+func fillIndex(tb testing.TB, ix *kvindex.Index, st *slots.Table, prompts, blocks int) {
+	tb.Helper()
 	engines := make([]slots.Slot, 64)
 	for e := range engines {
 		engines[e] = st.Intern("big-engine-" + string(rune('a'+e%26)) + string(rune('a'+e/26)))
 	}
-	toks := make([]uint32, blocks*16)
 	hashes := make([]uint64, blocks)
 	for p := range prompts {
-		for i := range toks {
-			toks[i] = uint32(p)*uint32(len(toks)) + uint32(i)
-		}
 		for i := range hashes {
 			hashes[i] = uint64(p)<<20 | uint64(i)
 		}
-		ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: toks, BlockSize: 16}
-		if err := ix.Store(Holder{Engine: engines[p%64]}, Namespace{Model: "m"}, ev); err != nil {
+		ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: bigPrompt(p, blocks), BlockSize: 16}
+		if err := ix.Store(Holder{Engine: engines[p%64]}, bigNS, ev); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	return ix
 }
 
 // BenchmarkSnapshotStall measures how long KV ingestion stalls while a
@@ -50,10 +65,17 @@ func bigIndex(tb testing.TB, st *slots.Table, prompts, blocks int) *kvindex.Inde
 // path, as the partition readers do, while Snapshotter.Write runs; it
 // reports the largest and the 99th-percentile gap between two consecutive
 // applies during the writes, the records applied per write, and the write
-// time. Needs no broker.
+// time. Needs no broker. A gap includes the scheduler's and the GC's share
+// of the two goroutines' time, not only the stream's pause.
 func BenchmarkSnapshotStall(b *testing.B) {
+	for _, prompts := range []int{128, 2048} { // 64k blocks (a snapshot of a few MB) and 1M
+		b.Run("blocks="+strconv.Itoa(prompts*512), func(b *testing.B) { benchSnapshotStall(b, prompts) })
+	}
+}
+
+func benchSnapshotStall(b *testing.B, prompts int) {
 	st := slots.NewTable()
-	ix := bigIndex(b, st, 2048, 512)
+	ix := bigIndex(b, st, prompts, 512)
 	reg := prometheus.NewRegistry()
 	k, err := NewKVIngester(testLogger(b), KVConfig{Config: fastConfig([]string{"127.0.0.1:1"}, "bench.kv")}, ix, st, reg)
 	if err != nil {
