@@ -65,7 +65,8 @@ func fillIndex(tb testing.TB, ix *kvindex.Index, st *slots.Table, prompts, block
 // path, as the partition readers do, while Snapshotter.Write runs; it
 // reports the largest and the 99th-percentile gap between two consecutive
 // applies during the writes, the records applied per write, and the write
-// time. Needs no broker. A gap includes the scheduler's and the GC's share
+// time, and the mean time the stream's lock was held for the copy
+// (sluice_ingest_snapshot_pause_seconds). Needs no broker. A gap includes the scheduler's and the GC's share
 // of the two goroutines' time, not only the stream's pause.
 func BenchmarkSnapshotStall(b *testing.B) {
 	for _, prompts := range []int{128, 2048} { // 64k blocks (a snapshot of a few MB) and 1M
@@ -156,4 +157,12 @@ func benchSnapshotStall(b *testing.B, prompts int) {
 	b.ReportMetric(float64(applied)/n, "applies/write")
 	b.ReportMetric(writeTime.Seconds()*1000/n, "write-ms")
 	b.ReportMetric(float64(ix.Stats().Nodes), "blocks")
+	if m, err := reg.Gather(); err == nil {
+		for _, f := range m {
+			if f.GetName() == "sluice_ingest_snapshot_pause_seconds" {
+				h := f.GetMetric()[0].GetHistogram()
+				b.ReportMetric(h.GetSampleSum()*1000/float64(h.GetSampleCount()), "pause-ms/write")
+			}
+		}
+	}
 }

@@ -234,9 +234,6 @@ type Index struct {
 	table    nodeTable
 	spills   [][]holderEntry
 	freeSpil []uint32
-	// cloneSpills is the one array that a clone's spills share (CloneInto
-	// reuses it); nil in an index that is not a clone.
-	cloneSpills []holderEntry
 
 	holders     []holderState
 	holderIdx   map[Holder]uint16
@@ -252,6 +249,11 @@ type Index struct {
 	staleRefs  uint64
 	lookups    atomic.Uint64
 	lookupHits atomic.Uint64
+
+	// cloneSpills is the one array that a clone's spills share (CloneInto
+	// reuses it); nil in an index that is not a clone. Last, so that the
+	// fields the hot paths use keep their offsets.
+	cloneSpills []holderEntry
 }
 
 // New returns an empty index.
