@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -128,14 +129,19 @@ func benchSnapshotStall(b *testing.B, prompts int) {
 		}
 	}()
 	var writeTime time.Duration
+	var size int64
 	b.ResetTimer()
 	for i := int32(1); b.Loop(); i++ {
 		writing.Store(i)
 		t0 := time.Now()
-		if _, err := snap.Write(); err != nil {
+		path, err := snap.Write()
+		if err != nil {
 			b.Fatal(err)
 		}
 		writeTime += time.Since(t0)
+		if fi, err := os.Stat(path); err == nil {
+			size = fi.Size()
+		}
 		writing.Store(0)
 		time.Sleep(20 * time.Millisecond) // let ingestion run between writes
 	}
@@ -157,6 +163,7 @@ func benchSnapshotStall(b *testing.B, prompts int) {
 	b.ReportMetric(float64(applied)/n, "applies/write")
 	b.ReportMetric(writeTime.Seconds()*1000/n, "write-ms")
 	b.ReportMetric(float64(ix.Stats().Nodes), "blocks")
+	b.ReportMetric(float64(size)/(1<<20), "snapshot-MiB")
 	if m, err := reg.Gather(); err == nil {
 		for _, f := range m {
 			if f.GetName() == "sluice_ingest_snapshot_pause_seconds" {
