@@ -88,6 +88,8 @@ func (ix *Index) CloneInto(dst *Index) *Index {
 	}
 
 	old := c.holders
+	// holderState is copied by value; its two maps are the only memory it
+	// refers to (a new reference field must be deep-copied here too).
 	c.holders = slices.Grow(c.holders[:0], len(ix.holders))[:len(ix.holders)]
 	for i := range ix.holders {
 		var reuse holderState
