@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"sync"
@@ -219,13 +220,13 @@ func TestSnapshotSkippedWhenUnchanged(t *testing.T) {
 	// Shutdown with nothing new: no file.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := a.snap.Run(ctx); err != context.Canceled {
+	if err := a.snap.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
 	}
 	check("shutdown unchanged", a.snap, 3, 2, 2)
 	// Shutdown after a record: a file.
 	apply(1)
-	if err := a.snap.Run(ctx); err != context.Canceled {
+	if err := a.snap.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
 	}
 	check("shutdown changed", a.snap, 4, 2, 2)
