@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -89,6 +90,20 @@ func (f *fakeIndex) WriteSnapshot(w io.Writer, _ *slots.Table) error {
 	defer f.mu.Unlock()
 	return gob.NewEncoder(w).Encode(f.blocks)
 }
+
+// Clone deep-copies the fake, so that snapshots of it are written from a
+// copy as they are for state/kvindex.
+func (f *fakeIndex) Clone() KVIndex {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := newFakeIndex(f.ids)
+	for k, m := range f.blocks {
+		c.blocks[k] = maps.Clone(m)
+	}
+	return c
+}
+
+var _ indexCloner = (*fakeIndex)(nil)
 
 func readFakeIndex(ids *slots.Table) IndexReader {
 	return func(r io.Reader) (KVIndex, error) {

@@ -149,6 +149,7 @@ func (k *KVIngester) Stats() KVStats {
 func (k *KVIngester) RemoveEngine(id string) {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
+	k.s.changes++
 	for hk, st := range k.holders {
 		if hk.engine == id {
 			k.setUncertain(hk, st, false)

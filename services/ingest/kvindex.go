@@ -51,3 +51,29 @@ func KVIndexReader(cfg kvindex.Config, names *slots.Table) IndexReader {
 		return ix, nil
 	}
 }
+
+// indexCloner is a KVIndex other than state/kvindex's that can copy itself.
+type indexCloner interface {
+	// Clone returns a deep copy, consistent at the time of the call, that
+	// later writes to the index do not affect. It must be cheap (memory
+	// copies): the stream is paused while it runs.
+	Clone() KVIndex
+}
+
+// copyIndex returns a point-in-time copy of idx for a snapshot to serialise
+// without pausing the stream, reusing spare (an earlier copy that nothing
+// uses any more; may be nil) where the index can. It returns nil for an index
+// that cannot copy itself; the snapshotter then serialises it paused.
+func copyIndex(idx, spare KVIndex) KVIndex {
+	switch ix := idx.(type) {
+	case *kvindex.Index:
+		sp, _ := spare.(*kvindex.Index)
+		if sp == ix {
+			sp = nil
+		}
+		return ix.CloneInto(sp)
+	case indexCloner:
+		return ix.Clone()
+	}
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,13 +108,44 @@ type Snapshotter struct {
 	kv        *KVIngester
 	readIndex IndexReader
 	now       func() time.Time
+	// create opens the temporary file a snapshot is written to (a seam for
+	// tests; os.CreateTemp in dir otherwise).
+	create func(dir string) (snapFile, error)
+
+	// wmu serialises Write and Restore; it guards the fields below.
+	wmu sync.Mutex
+	// last is what the newest snapshot written or restored covers; nil
+	// before the first. A Write that would cover the same is skipped.
+	last *writtenSnapshot
+	// spare is the KV index copy of the previous Write, reused by the next
+	// (see captureKV).
+	spare KVIndex
 
 	written  prometheus.Counter
+	skipped  prometheus.Counter
 	failed   prometheus.Counter
 	corrupt  prometheus.Counter
 	lastOK   prometheus.Gauge
 	duration prometheus.Observer
+	pause    *prometheus.HistogramVec
 }
+
+// writtenSnapshot is the newest snapshot file and the change counts of the
+// streams' state it holds.
+type writtenSnapshot struct {
+	path               string
+	loadCount, kvCount uint64
+}
+
+// snapFile is the file a snapshot is written to.
+type snapFile interface {
+	io.Writer
+	Name() string
+	Sync() error
+	Close() error
+}
+
+func createTemp(dir string) (snapFile, error) { return os.CreateTemp(dir, ".ingest-*.tmp") }
 
 // NewSnapshotter returns a snapshotter for the given ingesters (either may
 // be nil, not both). readIndex rebuilds a KV index from its snapshot section;
@@ -131,14 +163,17 @@ func NewSnapshotter(logger *slog.Logger, cfg SnapshotConfig, load *LoadIngester,
 	if cfg.Keep == 0 {
 		cfg.Keep = DefaultSnapshotKeep
 	}
-	s := &Snapshotter{logger: logger, cfg: cfg, load: load, kv: kv, readIndex: readIndex, now: time.Now,
+	s := &Snapshotter{logger: logger, cfg: cfg, load: load, kv: kv, readIndex: readIndex, now: time.Now, create: createTemp,
 		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_written_total", Help: "Snapshot files written."}),
+		skipped:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_skipped_total", Help: "Snapshots not written because no record was applied since the last one."}),
 		failed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshot_failures_total", Help: "Snapshot writes that failed."}),
 		corrupt:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_corrupt_total", Help: "Snapshot files skipped on restore because they are corrupt or unusable."}),
-		lastOK:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_ingest_snapshot_last_success_timestamp_seconds", Help: "Unix time of the last snapshot written."}),
+		lastOK:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_ingest_snapshot_last_success_timestamp_seconds", Help: "Unix time the newest snapshot file was last known to cover the tables: written, or skipped as unchanged."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_ingest_snapshot_write_seconds", Help: "Time to write one snapshot file.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		pause: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_ingest_snapshot_pause_seconds",
+			Help: "Time a stream's record application was paused to copy its state for one snapshot.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"stream"}),
 	}
-	for _, c := range []prometheus.Collector{s.written, s.failed, s.corrupt, s.lastOK, s.duration.(prometheus.Collector)} {
+	for _, c := range []prometheus.Collector{s.written, s.skipped, s.failed, s.corrupt, s.lastOK, s.duration.(prometheus.Collector), s.pause} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("ingest: register snapshot metrics: %w", err)
 		}
@@ -147,8 +182,9 @@ func NewSnapshotter(logger *slog.Logger, cfg SnapshotConfig, load *LoadIngester,
 }
 
 // Run writes a snapshot every Interval until ctx ends, then writes a last
-// one and returns ctx's error (or the last write's error). A failed periodic
-// write is logged and counted; the next tick tries again.
+// one and returns ctx's error (or the last write's error). As every Write,
+// each is skipped when nothing changed since the last snapshot. A failed
+// periodic write is logged and counted; the next tick tries again.
 func (s *Snapshotter) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
@@ -167,11 +203,26 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	}
 }
 
-// Write captures the tables with their offsets (pausing each stream while
-// its part is captured) into a new snapshot file, atomically, and deletes
-// all but the newest Keep files. It returns the file's path.
+// Write writes the tables and the offsets they cover to a new snapshot
+// file, atomically, and deletes all but the newest Keep files. It returns
+// the file's path.
+//
+// Each stream is paused only while its state is copied to memory (the load
+// table serialised to a buffer, the KV index cloned); the file is written
+// from the copies while records keep applying. When no record was applied on
+// either stream (and no engine removed) since the newest snapshot written or
+// restored, nothing is written: Write counts the skip
+// (sluice_ingest_snapshots_skipped_total) and returns that snapshot's path.
 func (s *Snapshotter) Write() (path string, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	t0 := time.Now()
+	if s.last != nil && s.counts() == [2]uint64{s.last.loadCount, s.last.kvCount} {
+		s.skipped.Inc()
+		s.lastOK.SetToCurrentTime()
+		s.logger.Debug("snapshot skipped: nothing applied since the last one", "path", s.last.path)
+		return s.last.path, nil
+	}
 	defer func() {
 		if err != nil {
 			s.failed.Inc()
@@ -181,10 +232,124 @@ func (s *Snapshotter) Write() (path string, err error) {
 		s.lastOK.SetToCurrentTime()
 		s.duration.Observe(time.Since(t0).Seconds())
 	}()
+	c, err := s.capture()
+	if err != nil {
+		return "", err
+	}
+	if path, err = s.writeFile(c); err != nil {
+		return "", err
+	}
+	s.last = &writtenSnapshot{path: path, loadCount: c.loadCount, kvCount: c.kvCount}
+	s.logger.Debug("snapshot written", "path", path, "took", time.Since(t0), "paused_load", c.loadPause, "paused_kv", c.kvPause)
+	return path, nil
+}
+
+// counts returns the change counts of the load and KV streams (0 for an
+// absent one).
+func (s *Snapshotter) counts() [2]uint64 {
+	var c [2]uint64
+	if s.load != nil {
+		c[0] = s.load.s.changeCount()
+	}
+	if s.kv != nil {
+		c[1] = s.kv.s.changeCount()
+	}
+	return c
+}
+
+// captured is a point-in-time copy of the streams' state, to be written
+// without pausing them.
+type captured struct {
+	meta               snapshotMeta
+	loadState          []byte
+	writeKV            func(io.Writer) error
+	loadCount, kvCount uint64
+	loadPause, kvPause time.Duration
+}
+
+// capture copies each stream's state with its offsets, pausing the stream
+// only for the copy.
+func (s *Snapshotter) capture() (*captured, error) {
+	c := &captured{meta: snapshotMeta{Created: s.now().UTC()}}
+	if s.load != nil {
+		// The load table holds one report per engine: serialising it to
+		// memory costs microseconds, so it needs no copy of its own.
+		var buf bytes.Buffer
+		offs, n, paused, err := s.load.s.capture(func() error { return s.load.writeState(&buf) })
+		c.loadPause = paused
+		s.pause.WithLabelValues(StreamLoad).Observe(c.loadPause.Seconds())
+		if err != nil {
+			return nil, fmt.Errorf("snapshot load table: %w", err)
+		}
+		c.meta.Load = &streamMeta{Topic: s.load.s.cfg.Topic, Offsets: offs}
+		c.loadState, c.loadCount = buf.Bytes(), n
+	}
+	if s.kv != nil {
+		holders, offs, n, paused, write, err := s.captureKV()
+		c.kvPause = paused
+		s.pause.WithLabelValues(StreamKV).Observe(c.kvPause.Seconds())
+		if err != nil {
+			return nil, fmt.Errorf("snapshot kv index: %w", err)
+		}
+		c.meta.KV = &streamMeta{Topic: s.kv.s.cfg.Topic, Offsets: offs, Holders: holders}
+		c.writeKV, c.kvCount = write, n
+	}
+	return c, nil
+}
+
+// captureKV copies the KV ingester's epoch/seq state and its index with the
+// stream paused, and returns them with the offsets and change count they
+// cover, how long the stream was paused, and a function that writes the
+// index copy.
+//
+// The copy, not the live index, is what gets written: records applied after
+// the pause must not reach the file, because replaying them from the stored
+// offsets after a restore is not idempotent (LRU eviction and prune cascades
+// depend on order, an epoch reset clears what later records stored, and the
+// holders' seqs would have them skipped as duplicates). An index that cannot
+// copy itself (see copyIndex) is written with the stream paused.
+func (s *Snapshotter) captureKV() ([]holderPersist, map[int]int64, uint64, time.Duration, func(io.Writer) error, error) {
+	var (
+		holders []holderPersist
+		copied  KVIndex
+		inPause *bytes.Buffer
+	)
+	spare := s.spare
+	s.spare = nil // not reused again until this copy is written
+	offs, n, paused, err := s.kv.s.capture(func() error {
+		holders = make([]holderPersist, 0, len(s.kv.holders))
+		for hk, st := range s.kv.holders {
+			holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
+		}
+		live := s.kv.Index()
+		if copied = copyIndex(live, spare); copied != nil {
+			return nil
+		}
+		// An index that cannot copy itself is serialised to memory, paused.
+		inPause = new(bytes.Buffer)
+		return live.WriteSnapshot(inPause, s.kv.slots)
+	})
+	if err != nil {
+		return nil, nil, 0, paused, nil, err
+	}
+	write := func(w io.Writer) error {
+		if inPause != nil {
+			_, err := w.Write(inPause.Bytes())
+			return err
+		}
+		err := copied.WriteSnapshot(w, s.kv.slots)
+		s.spare = copied
+		return err
+	}
+	return holders, offs, n, paused, write, nil
+}
+
+// writeFile writes c to a new snapshot file and returns its path.
+func (s *Snapshotter) writeFile(c *captured) (path string, err error) {
 	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("create snapshot dir: %w", err)
 	}
-	f, err := os.CreateTemp(s.cfg.Dir, ".ingest-*.tmp")
+	f, err := s.create(s.cfg.Dir)
 	if err != nil {
 		return "", fmt.Errorf("create snapshot file: %w", err)
 	}
@@ -195,31 +360,17 @@ func (s *Snapshotter) Write() (path string, err error) {
 		}
 	}()
 	w := newSnapWriter(f)
-	meta := snapshotMeta{Created: s.now().UTC()}
-	if s.load != nil {
-		offs, err := s.load.s.capture(func() error {
-			return w.section("load", s.load.writeState)
-		})
-		if err != nil {
+	if c.meta.Load != nil {
+		if err := w.section("load", func(w io.Writer) error { _, err := w.Write(c.loadState); return err }); err != nil {
 			return "", fmt.Errorf("snapshot load table: %w", err)
 		}
-		meta.Load = &streamMeta{Topic: s.load.s.cfg.Topic, Offsets: offs}
 	}
-	if s.kv != nil {
-		var holders []holderPersist
-		offs, err := s.kv.s.capture(func() error {
-			holders = make([]holderPersist, 0, len(s.kv.holders))
-			for hk, st := range s.kv.holders {
-				holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
-			}
-			return w.section("kvindex", func(w io.Writer) error { return s.kv.Index().WriteSnapshot(w, s.kv.slots) })
-		})
-		if err != nil {
+	if c.meta.KV != nil {
+		if err := w.section("kvindex", c.writeKV); err != nil {
 			return "", fmt.Errorf("snapshot kv index: %w", err)
 		}
-		meta.KV = &streamMeta{Topic: s.kv.s.cfg.Topic, Offsets: offs, Holders: holders}
 	}
-	if err := w.section("meta", func(w io.Writer) error { return json.NewEncoder(w).Encode(&meta) }); err != nil {
+	if err := w.section("meta", func(w io.Writer) error { return json.NewEncoder(w).Encode(&c.meta) }); err != nil {
 		return "", fmt.Errorf("snapshot meta: %w", err)
 	}
 	if err := w.finish(); err != nil {
@@ -231,7 +382,7 @@ func (s *Snapshotter) Write() (path string, err error) {
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("close snapshot: %w", err)
 	}
-	path = filepath.Join(s.cfg.Dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, meta.Created.UnixNano(), snapshotSuffix))
+	path = filepath.Join(s.cfg.Dir, fmt.Sprintf("%s%020d%s", snapshotPrefix, c.meta.Created.UnixNano(), snapshotSuffix))
 	if err := os.Rename(f.Name(), path); err != nil {
 		return "", fmt.Errorf("rename snapshot: %w", err)
 	}
@@ -245,7 +396,6 @@ func (s *Snapshotter) Write() (path string, err error) {
 			s.logger.Warn("cannot remove old snapshot", "path", old, "error", err)
 		}
 	}
-	s.logger.Debug("snapshot written", "path", path, "took", time.Since(t0))
 	return path, nil
 }
 
@@ -284,6 +434,8 @@ type RestoreInfo struct {
 // must be called before the ingesters' Run. It fails only when the directory
 // cannot be read; no usable snapshot is not an error.
 func (s *Snapshotter) Restore() (RestoreInfo, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	var info RestoreInfo
 	files, err := s.files()
 	if errors.Is(err, os.ErrNotExist) {
@@ -301,6 +453,8 @@ func (s *Snapshotter) Restore() (RestoreInfo, error) {
 			continue
 		}
 		info.Path, info.Created = path, created
+		c := s.counts()
+		s.last = &writtenSnapshot{path: path, loadCount: c[0], kvCount: c[1]}
 		s.logger.Info("restored snapshot", "path", path, "created", created)
 		return info, nil
 	}

@@ -38,6 +38,11 @@ type stream struct {
 
 	mu   sync.Mutex
 	next map[int]int64 // partition -> next offset to apply; absent = from the earliest retained
+	// changes counts the changes to the stream's state: records applied
+	// (every record that advances next, bad ones too) and changes made
+	// outside records (KVIngester.RemoveEngine). A snapshot whose counts
+	// equal the last written one's would write the same state; it is skipped.
+	changes uint64
 
 	running      atomic.Bool
 	lastRecord   atomic.Int64 // Kafka timestamp (Unix ns) of the last record applied
@@ -88,14 +93,25 @@ func (s *stream) offsets() map[int]int64 {
 }
 
 // capture runs fn with application paused and returns the offsets that the
-// state fn sees covers: the next offset to read per partition.
-func (s *stream) capture(fn func() error) (map[int]int64, error) {
+// state fn sees covers (the next offset to read per partition), the change
+// count of that state and how long application was paused. fn must only
+// copy state to memory: every record waits while it runs.
+func (s *stream) capture(fn func() error) (map[int]int64, uint64, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t0 := time.Now()
 	if err := fn(); err != nil {
-		return nil, err
+		return nil, 0, time.Since(t0), err
 	}
-	return maps.Clone(s.next), nil
+	next := maps.Clone(s.next)
+	return next, s.changes, time.Since(t0), nil
+}
+
+// changeCount returns the stream's change count (see stream.changes).
+func (s *stream) changeCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes
 }
 
 // handle applies msg unless its offset was applied already (a refetch after
@@ -115,6 +131,7 @@ func (s *stream) handle(p int, msg *kafka.Message, lag prometheus.Gauge) {
 		s.apply(p, msg)
 	}
 	s.next[p] = msg.Offset + 1
+	s.changes++
 	s.mu.Unlock()
 	s.m.apply.Observe(time.Since(t0).Seconds())
 	if !msg.Time.IsZero() {

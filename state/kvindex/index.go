@@ -21,7 +21,9 @@
 // Concurrency: all methods are safe for concurrent use. Writers (Store,
 // Remove, Clear, RemoveEngine) serialise on a lock and each holds it for one
 // event; Lookup takes a read lock, so many lookups run in parallel and a
-// lookup waits at most for one event's worth of writing.
+// lookup waits at most for one event's worth of writing. Clone copies the
+// index under the read lock too, so that a snapshot can be taken without
+// pausing lookups and serialised (from the copy) without pausing writers.
 package kvindex
 
 import (
@@ -251,6 +253,11 @@ type Index struct {
 	staleRefs  uint64
 	lookups    atomic.Uint64
 	lookupHits atomic.Uint64
+
+	// cloneSpills is the one array that a clone's spills share (CloneInto
+	// reuses it); nil in an index that is not a clone. Last, so that the
+	// fields the hot paths use keep their offsets.
+	cloneSpills []holderEntry
 }
 
 // New returns an empty index.

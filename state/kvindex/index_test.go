@@ -550,12 +550,16 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		for _, id := range []string{"a", "b", "c"} {
 			names.Intern(id)
 		}
+		var c *Index
 		for range 20 {
 			buf.Reset()
 			if err := ix.WriteSnapshot(&buf, names); err != nil {
 				t.Error(err)
 			}
 			_ = ix.Digest()
+			// A copy taken while lookups set reference bits is consistent.
+			c = ix.CloneInto(c)
+			checkInvariants(t, c)
 		}
 		close(done)
 	}()
