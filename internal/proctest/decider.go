@@ -71,6 +71,27 @@ func (d Decider) Engines(t testing.TB) map[string]*sluicev1.Engine {
 	return out
 }
 
+// EnginesReady reports whether every engine of ids is registered with the decider,
+// healthy and with a load report, and otherwise what each missing one lacks: a condition
+// for Eventually.
+func (d Decider) EnginesReady(t testing.TB, ids ...string) (bool, string) {
+	t.Helper()
+	engs := d.Engines(t)
+	var missing []string
+	for _, id := range ids {
+		e, ok := engs[id]
+		switch {
+		case !ok:
+			missing = append(missing, id+": not registered")
+		case !e.GetHealthy():
+			missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
+		case !e.GetLoad().GetLoadKnown():
+			missing = append(missing, id+": no load report yet")
+		}
+	}
+	return len(missing) == 0, strings.Join(missing, "; ")
+}
+
 // DryRun asks POST /v1/decide what the decider would decide for a chat of model whose
 // prompt has tokenIDs, with explain, taking no lease.
 func (d Decider) DryRun(t testing.TB, model string, tokenIDs []uint32) *sluicev1.DecideResponse {

@@ -1,7 +1,8 @@
 // Package proctest runs sluice's end-to-end tests as real child processes: a set of
 // processes that die with the test and show their logs when it fails, free loopback
 // ports, the sluice binary built from the module, waits on HTTP endpoints and
-// conditions, the run's Kafka topics, and the decider's REST calls those tests share.
+// conditions, the run's Kafka topics, and the decider REST calls and OpenAI answer type
+// those tests share.
 //
 // It is test support: only tests import it (services/e2e, services/vllmtest).
 package proctest
@@ -86,9 +87,6 @@ func NewSet(t testing.TB, dir string, opt Options) *Set {
 	})
 	return s
 }
-
-// TailLines is how many lines of a log the set prints for a failing test.
-func (s *Set) TailLines() int { return s.opt.TailLines }
 
 // Start runs bin with args as a child named name, in a new process group, with env (nil:
 // ChildEnv, so only flags configure sluice).

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/proctest"
 )
 
 var (
@@ -20,29 +22,8 @@ var (
 	client = &http.Client{Timeout: 20 * time.Second}
 )
 
-// completion is the part of an OpenAI chat completion the test reads.
-type completion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		// Delta is a streamed chunk's piece.
-		Delta struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
+// completion is a chat completion of the gateway or a simengine.
+type completion struct{ proctest.Completion }
 
 // engine names the simengine that produced the completion: its ids read
 // "chatcmpl-<engine id>-<run>".

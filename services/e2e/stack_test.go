@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,21 +151,9 @@ func startStack(t *testing.T) *stack {
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
 	s.waitHTTP(t, s.gateway, "http://"+s.gatewayAddr+"/healthz")
 
+	ids := slices.Sorted(maps.Keys(s.engines))
 	proctest.Eventually(t, poll, 30*time.Second, "every engine healthy with a load report from Kafka", func() (bool, string) {
-		engs := s.api.Engines(t)
-		var missing []string
-		for id := range s.engines {
-			e, ok := engs[id]
-			switch {
-			case !ok:
-				missing = append(missing, id+": not registered")
-			case !e.GetHealthy():
-				missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
-			case !e.GetLoad().GetLoadKnown():
-				missing = append(missing, id+": no load report yet")
-			}
-		}
-		return len(missing) == 0, strings.Join(missing, "; ")
+		return s.api.EnginesReady(t, ids...)
 	})
 	return s
 }

@@ -25,25 +25,8 @@ var (
 // maxTokens keeps every generation short: the model is noise, the test is about routing.
 const maxTokens = 8
 
-// completion is the part of an OpenAI chat completion the test reads.
-type completion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
+// completion is a chat completion of the gateway or a vLLM engine.
+type completion = proctest.Completion
 
 // chatBody is an OpenAI chat request with one user message and a few output tokens.
 func chatBody(content string) []byte {

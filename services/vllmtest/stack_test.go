@@ -3,9 +3,11 @@ package vllmtest
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,21 +124,9 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 		t.FailNow()
 	}
 
+	ids := slices.Sorted(maps.Keys(s.engines))
 	proctest.Eventually(t, poll, 60*time.Second, "both engines healthy in the decider with a load report from their /metrics", func() (bool, string) {
-		engs := s.api.Engines(t)
-		var missing []string
-		for id := range s.engines {
-			e, ok := engs[id]
-			switch {
-			case !ok:
-				missing = append(missing, id+": not registered")
-			case !e.GetHealthy():
-				missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
-			case !e.GetLoad().GetLoadKnown():
-				missing = append(missing, id+": no load report yet")
-			}
-		}
-		return len(missing) == 0, strings.Join(missing, "; ")
+		return s.api.EnginesReady(t, ids...)
 	})
 	return s
 }
