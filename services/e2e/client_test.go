@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/proctest"
 )
 
 var (
@@ -26,29 +22,8 @@ var (
 	client = &http.Client{Timeout: 20 * time.Second}
 )
 
-// completion is the part of an OpenAI chat completion the test reads.
-type completion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		// Delta is a streamed chunk's piece.
-		Delta struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
+// completion is a chat completion of the gateway or a simengine.
+type completion struct{ proctest.Completion }
 
 // engine names the simengine that produced the completion: its ids read
 // "chatcmpl-<engine id>-<run>".
@@ -244,62 +219,6 @@ func (s *stack) tokenize(t testing.TB, id, content string) []uint32 {
 	return out.Tokens
 }
 
-// listEngines reads the decider's GET /v1/admin/engines (REST, viewer token).
-func (s *stack) listEngines(t testing.TB) map[string]*sluicev1.Engine {
-	t.Helper()
-	var resp sluicev1.ListEnginesResponse
-	s.protoCall(t, http.MethodGet, "/v1/admin/engines", nil, &resp)
-	out := map[string]*sluicev1.Engine{}
-	for _, e := range resp.GetEngines() {
-		out[e.GetId()] = e
-	}
-	return out
-}
-
-// dryRun asks the decider (REST POST /v1/decide) what it would decide for a chat whose
-// prompt has tokenIDs, with explain, taking no lease.
-func (s *stack) dryRun(t testing.TB, model string, tokenIDs []uint32) *sluicev1.DecideResponse {
-	t.Helper()
-	var resp sluicev1.DecideResponse
-	s.protoCall(t, http.MethodPost, "/v1/decide", &sluicev1.DecideRequest{Model: model, InputTokens: int64(len(tokenIDs)),
-		TokenIds: tokenIDs, DryRun: true, Explain: true}, &resp)
-	return &resp
-}
-
-// protoCall makes one REST call to the decider's HTTP port with protojson bodies.
-func (s *stack) protoCall(t testing.TB, method, path string, in, out proto.Message) {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, err := protojson.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, "http://"+s.deciderHTTP+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+viewerToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := quick.Do(req)
-	if err != nil {
-		t.Fatalf("%s decider %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s decider %s: %v", method, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s decider %s = %s: %s", method, path, resp.Status, b)
-	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, out); err != nil {
-		t.Fatalf("%s decider %s: decode: %v: %s", method, path, err, b)
-	}
-}
-
 // metric sums the samples of a Prometheus metric (every label set) at url's /metrics, with
 // whether any sample was found.
 func metric(t testing.TB, url, name string) (float64, bool) {
@@ -361,26 +280,4 @@ func getJSON(t testing.TB, url string, out any) {
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("GET %s: decode: %v", url, err)
 	}
-}
-
-// plainPick is a dry-run decision's engine and reason for a plain bucket.
-func plainPick(d *sluicev1.DecideResponse) string {
-	p := d.GetPick().GetPlain()
-	return fmt.Sprintf("%s (%s)", p.GetEngineId(), p.GetReason())
-}
-
-// candidates summarises the explain output of a plain decision: each candidate's reported
-// load, in-flight count, prefix match and note.
-func candidates(d *sluicev1.DecideResponse) string {
-	var parts []string
-	for _, a := range d.GetExplain().GetAttempts() {
-		for _, st := range a.GetStages() {
-			for _, c := range st.GetCandidates() {
-				parts = append(parts, fmt.Sprintf("%s{known=%v running=%d waiting=%d inflight=%d matched=%d note=%q rejection=%q}",
-					c.GetEngineId(), c.GetLoadKnown(), c.GetRunningRequests(), c.GetWaitingRequests(), c.GetInflightRequests(),
-					c.GetMatchedTokens(), c.GetNote(), c.GetRejection()))
-			}
-		}
-	}
-	return strings.Join(parts, " ")
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/proctest"
 )
 
 // prefixWords is the length of the shared prefixes: each word is one token of the simengine's
@@ -60,7 +60,7 @@ type flow struct {
 // coldPrompt returns a prompt that shares no KV block with any other prompt of the run.
 func (f *flow) coldPrompt(what string) string {
 	f.seq++
-	return fmt.Sprintf("cold%d %s %s: tell me something new", f.seq, randomSuffix(), what)
+	return fmt.Sprintf("cold%d %s %s: tell me something new", f.seq, proctest.RandomSuffix(), what)
 }
 
 func longText(tag string, words int) string {
@@ -84,8 +84,8 @@ func otherPlain(id string) string {
 // decider sends a chat prompt that no engine has cached, with that prompt's token ids.
 func (f *flow) coldDefault(t *testing.T) (string, []uint32) {
 	t.Helper()
-	eventually(t, 10*time.Second, "plain engines report idle", func() (bool, string) {
-		engs := f.s.listEngines(t)
+	proctest.Eventually(t, poll, 10*time.Second, "plain engines report idle", func() (bool, string) {
+		engs := f.s.api.Engines(t)
 		var state []string
 		idle := true
 		for _, id := range []string{plainA, plainB} {
@@ -96,10 +96,10 @@ func (f *flow) coldDefault(t *testing.T) (string, []uint32) {
 		return idle, strings.Join(state, "; ")
 	})
 	ids := f.s.tokenize(t, plainB, f.coldPrompt("probe"))
-	d := f.s.dryRun(t, modelChat, ids)
+	d := f.s.api.DryRun(t, modelChat, ids)
 	pick := d.GetPick().GetPlain()
 	if pick.GetReason() != "no_cache_candidate" {
-		t.Fatalf("dry run of a cold prompt = %s, want reason no_cache_candidate; candidates: %s", plainPick(d), candidates(d))
+		t.Fatalf("dry run of a cold prompt = %s, want reason no_cache_candidate; candidates: %s", proctest.PlainPick(d), proctest.Candidates(d))
 	}
 	return pick.GetEngineId(), ids
 }
@@ -238,11 +238,11 @@ func (f *flow) checkPrefixHit(t *testing.T, holder, content string) {
 	s := f.s
 	ids := s.tokenize(t, holder, content)
 	start := time.Now()
-	eventually(t, 20*time.Second, "KV events of "+holder+" make it the cache candidate", func() (bool, string) {
-		d := s.dryRun(t, modelChat, ids)
+	proctest.Eventually(t, poll, 20*time.Second, "KV events of "+holder+" make it the cache candidate", func() (bool, string) {
+		d := s.api.DryRun(t, modelChat, ids)
 		p := d.GetPick().GetPlain()
-		return p.GetEngineId() == holder && p.GetReason() == "cache_candidate" && matched(d, holder) >= 1024,
-			plainPick(d) + "; " + candidates(d)
+		return p.GetEngineId() == holder && p.GetReason() == "cache_candidate" && proctest.Matched(d, holder) >= 1024,
+			proctest.PlainPick(d) + "; " + proctest.Candidates(d)
 	})
 	t.Logf("%s's KV events reached the decider's index after %v", holder, time.Since(start).Round(time.Millisecond))
 	c := s.chat(t, modelChat, content)
@@ -254,20 +254,6 @@ func (f *flow) checkPrefixHit(t *testing.T, holder, content string) {
 	}
 }
 
-// matched is the prefix length the explain output credits engine with.
-func matched(d *sluicev1.DecideResponse, engine string) int64 {
-	for _, a := range d.GetExplain().GetAttempts() {
-		for _, st := range a.GetStages() {
-			for _, c := range st.GetCandidates() {
-				if c.GetEngineId() == engine {
-					return c.GetMatchedTokens()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // 5. Load reports change decisions: long streams sent straight to the engine a cold prompt
 // would go to (so the decider's own in-flight count knows nothing of them) make it report
 // running requests through Kafka, and cold requests and new sessions then go to the other.
@@ -276,8 +262,8 @@ func (f *flow) load(t *testing.T) {
 	busy, coldIDs := f.coldDefault(t)
 	idle := otherPlain(busy)
 	for i := range 5 { // the baseline: with both engines idle, cold prompts go to busy
-		if d := s.dryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != busy {
-			t.Fatalf("dry run %d with both engines idle = %s, want %s as the first time; candidates: %s", i, plainPick(d), busy, candidates(d))
+		if d := s.api.DryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != busy {
+			t.Fatalf("dry run %d with both engines idle = %s, want %s as the first time; candidates: %s", i, proctest.PlainPick(d), busy, proctest.Candidates(d))
 		}
 	}
 	const streams = 4
@@ -293,20 +279,20 @@ func (f *flow) load(t *testing.T) {
 		held = append(held, holdStream(ctx, t, s.engines[busy], fmt.Sprintf("hold %d: %s", i, f.coldPrompt("long"))))
 	}
 	start := time.Now()
-	eventually(t, 15*time.Second, busy+"'s load report (running >= 4) moves cold prompts to "+idle, func() (bool, string) {
-		e := s.listEngines(t)[busy]
-		d := s.dryRun(t, modelChat, coldIDs)
+	proctest.Eventually(t, poll, 15*time.Second, busy+"'s load report (running >= 4) moves cold prompts to "+idle, func() (bool, string) {
+		e := s.api.Engines(t)[busy]
+		d := s.api.DryRun(t, modelChat, coldIDs)
 		return e.GetLoad().GetRunning() >= streams && d.GetPick().GetPlain().GetEngineId() == idle,
-			fmt.Sprintf("%s reported running %d; dry run: %s; %s", busy, e.GetLoad().GetRunning(), plainPick(d), candidates(d))
+			fmt.Sprintf("%s reported running %d; dry run: %s; %s", busy, e.GetLoad().GetRunning(), proctest.PlainPick(d), proctest.Candidates(d))
 	})
 	t.Logf("%s's load report reached the decider after %v", busy, time.Since(start).Round(time.Millisecond))
-	if e := s.listEngines(t)[busy]; e.GetLoad().GetInflight() != 0 {
+	if e := s.api.Engines(t)[busy]; e.GetLoad().GetInflight() != 0 {
 		t.Errorf("decider counts %d requests in flight on %s, want 0: the streams bypass the gateway, only load reports tell of them",
 			e.GetLoad().GetInflight(), busy)
 	}
 	for i := range 10 {
-		if d := s.dryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != idle {
-			t.Errorf("dry run %d under load = %s, want %s; candidates: %s", i, plainPick(d), idle, candidates(d))
+		if d := s.api.DryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != idle {
+			t.Errorf("dry run %d under load = %s, want %s; candidates: %s", i, proctest.PlainPick(d), idle, proctest.Candidates(d))
 		}
 	}
 	for i := range 3 {
@@ -323,8 +309,8 @@ func (f *flow) load(t *testing.T) {
 		}
 	}
 	cancel()
-	eventually(t, 15*time.Second, busy+" reports idle again", func() (bool, string) {
-		e := s.listEngines(t)[busy]
+	proctest.Eventually(t, poll, 15*time.Second, busy+" reports idle again", func() (bool, string) {
+		e := s.api.Engines(t)[busy]
 		return e.GetLoad().GetRunning() == 0, fmt.Sprintf("running %d waiting %d", e.GetLoad().GetRunning(), e.GetLoad().GetWaiting())
 	})
 }
@@ -340,7 +326,7 @@ func (f *flow) killAndRestart(t *testing.T) {
 	openedBefore, _ := metric(t, deciderMetrics, "sluice_decider_breaker_opened_total")
 	retriesBefore, _ := metric(t, gatewayMetrics, "sluice_gateway_retries_total")
 
-	s.engines[victim].proc.kill()
+	s.engines[victim].proc.Kill()
 	t.Logf("killed %s (SIGKILL)", victim)
 	opened := openedBefore
 	for i := 0; i < 20 && opened == openedBefore; i++ {
@@ -354,14 +340,14 @@ func (f *flow) killAndRestart(t *testing.T) {
 		t.Errorf("after the kill: breaker openings %v -> %v, gateway retries %v -> %v; want both to grow (dispatch failures reported through Release)",
 			openedBefore, opened, retriesBefore, retries)
 	}
-	eventually(t, 15*time.Second, "the probe marks "+victim+" unhealthy", func() (bool, string) {
-		e := s.listEngines(t)[victim]
+	proctest.Eventually(t, poll, 15*time.Second, "the probe marks "+victim+" unhealthy", func() (bool, string) {
+		e := s.api.Engines(t)[victim]
 		return !e.GetHealthy() && strings.Contains(e.GetHealthReason(), "health probe failing"),
 			fmt.Sprintf("healthy %v reason %q", e.GetHealthy(), e.GetHealthReason())
 	})
 	for i := range 5 {
-		if d := s.dryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != survivor {
-			t.Errorf("dry run %d with %s dead = %s; candidates: %s", i, victim, plainPick(d), candidates(d))
+		if d := s.api.DryRun(t, modelChat, coldIDs); d.GetPick().GetPlain().GetEngineId() != survivor {
+			t.Errorf("dry run %d with %s dead = %s; candidates: %s", i, victim, proctest.PlainPick(d), proctest.Candidates(d))
 		}
 		if c := s.chat(t, modelChat, f.coldPrompt("while dead")); c.engine() != survivor {
 			t.Errorf("request %d while %s is dead served by %s", i, victim, c.engine())
@@ -370,15 +356,15 @@ func (f *flow) killAndRestart(t *testing.T) {
 
 	s.startEngine(t, s.engines[victim])
 	t.Logf("restarted %s on %s", victim, s.engines[victim].url())
-	eventually(t, 20*time.Second, victim+" healthy again", func() (bool, string) {
-		e := s.listEngines(t)[victim]
+	proctest.Eventually(t, poll, 20*time.Second, victim+" healthy again", func() (bool, string) {
+		e := s.api.Engines(t)[victim]
 		return e.GetHealthy(), fmt.Sprintf("healthy %v reason %q", e.GetHealthy(), e.GetHealthReason())
 	})
 	// Each round sends a cold chat (cache_aware: the less pressured engine) and the first
 	// request of a new session (session_aware: power-of-two, random on a tie); the engine is a
 	// candidate again once either lands on it.
 	var served []string
-	eventually(t, 20*time.Second, "a request lands on the restarted "+victim, func() (bool, string) {
+	proctest.Eventually(t, poll, 20*time.Second, "a request lands on the restarted "+victim, func() (bool, string) {
 		c := s.chat(t, modelChat, f.coldPrompt("after restart"))
 		f.seq++
 		n := s.chat(t, modelSession, f.coldPrompt("after restart"), "x-session-id", fmt.Sprintf("after-restart-%d", f.seq))
@@ -398,15 +384,15 @@ func (f *flow) deciderSIGKILL(t *testing.T) {
 		content := longText("sigkill-"+holder+"-", prefixWords)
 		c := s.chat(t, modelChat, content)
 		ids := s.tokenize(t, holder, content)
-		eventually(t, 20*time.Second, "the warm prompt's blocks are indexed", func() (bool, string) {
-			d := s.dryRun(t, modelChat, ids)
-			return matched(d, c.engine()) >= 1024, candidates(d)
+		proctest.Eventually(t, poll, 20*time.Second, "the warm prompt's blocks are indexed", func() (bool, string) {
+			d := s.api.DryRun(t, modelChat, ids)
+			return proctest.Matched(d, c.engine()) >= 1024, proctest.Candidates(d)
 		})
 		prompts = append(prompts, ids)
 	}
 	answer := func(ids []uint32) string {
-		d := s.dryRun(t, modelChat, ids)
-		return plainPick(d) + " matched a=" + fmt.Sprint(matched(d, plainA)) + " b=" + fmt.Sprint(matched(d, plainB))
+		d := s.api.DryRun(t, modelChat, ids)
+		return proctest.PlainPick(d) + " matched a=" + fmt.Sprint(proctest.Matched(d, plainA)) + " b=" + fmt.Sprint(proctest.Matched(d, plainB))
 	}
 	var before []string
 	for _, ids := range prompts {
@@ -414,15 +400,15 @@ func (f *flow) deciderSIGKILL(t *testing.T) {
 	}
 	snapsMetric := "http://" + s.deciderHTTP + "/metrics"
 	written, _ := metric(t, snapsMetric, "sluice_ingest_snapshots_written_total")
-	eventually(t, 10*time.Second, "a snapshot written after the prompts were indexed", func() (bool, string) {
+	proctest.Eventually(t, poll, 10*time.Second, "a snapshot written after the prompts were indexed", func() (bool, string) {
 		n, _ := metric(t, snapsMetric, "sluice_ingest_snapshots_written_total")
 		return n >= written+1, fmt.Sprintf("%v snapshots written", n)
 	})
-	s.decider.kill()
+	s.decider.Kill()
 	t.Log("killed the decider (SIGKILL)")
 	s.startDecider(t)
 	var after []string
-	eventually(t, 20*time.Second, "the restarted decider answers as before", func() (bool, string) {
+	proctest.Eventually(t, poll, 20*time.Second, "the restarted decider answers as before", func() (bool, string) {
 		after = after[:0]
 		for _, ids := range prompts {
 			after = append(after, answer(ids))
@@ -430,10 +416,10 @@ func (f *flow) deciderSIGKILL(t *testing.T) {
 		return fmt.Sprint(after) == fmt.Sprint(before), fmt.Sprintf("before %v, after %v", before, after)
 	})
 	t.Logf("answers after the restart: %v", after)
-	if log, err := os.ReadFile(s.decider.logPath); err != nil || !strings.Contains(string(log), "restored snapshot") {
-		t.Errorf("the restarted decider's log does not say it restored a snapshot (%v); see %s", err, s.decider.logPath)
+	if log, err := os.ReadFile(s.decider.LogPath); err != nil || !strings.Contains(string(log), "restored snapshot") {
+		t.Errorf("the restarted decider's log does not say it restored a snapshot (%v); see %s", err, s.decider.LogPath)
 	}
-	eventually(t, 20*time.Second, "the gateway serves through the restarted decider", func() (bool, string) {
+	proctest.Eventually(t, poll, 20*time.Second, "the gateway serves through the restarted decider", func() (bool, string) {
 		resp, err := quick.Post("http://"+s.gatewayAddr+"/v1/chat/completions", "application/json",
 			strings.NewReader(`{"model":"chat","messages":[{"role":"user","content":"after the decider restart"}],"max_tokens":2}`))
 		if err != nil {
@@ -448,9 +434,9 @@ func (f *flow) deciderSIGKILL(t *testing.T) {
 func (f *flow) leasesDrain(t *testing.T) {
 	s := f.s
 	deciderMetrics := "http://" + s.deciderHTTP + "/metrics"
-	eventually(t, 10*time.Second, "leases drain to zero", func() (bool, string) {
+	proctest.Eventually(t, poll, 10*time.Second, "leases drain to zero", func() (bool, string) {
 		var busy []string
-		for id, e := range s.listEngines(t) {
+		for id, e := range s.api.Engines(t) {
 			if n := e.GetLoad().GetInflight(); n != 0 {
 				busy = append(busy, fmt.Sprintf("%s inflight %d", id, n))
 			}

