@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/services/decider"
 	"github.com/sluicehq/sluice/services/enginelink"
@@ -75,7 +76,7 @@ func BenchmarkEngineToDecision(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return matchedTokens(d, "e1") >= int64(len(ids))
+		return proctest.Matched(d, "e1") >= int64(len(ids))
 	}
 	// Warm up until a block published now is seen: subscription live, topic created, consumer
 	// positioned.
@@ -169,19 +170,6 @@ func storedBatch(b *testing.B, blocks [][]uint32) []byte {
 	return out
 }
 
-// matchedTokens is the prefix length the explain output credits engine with.
-func matchedTokens(d *sluicev1.DecideResponse, engine string) int64 {
-	for _, a := range d.GetExplain().GetAttempts() {
-		for _, st := range a.GetStages() {
-			for _, c := range st.GetCandidates() {
-				if c.GetEngineId() == engine {
-					return c.GetMatchedTokens()
-				}
-			}
-		}
-	}
-	return 0
-}
 
 // startDecisionDecider runs a real decider consuming the link's topics, with one engine e1 of
 // model m under a cache_aware bucket.

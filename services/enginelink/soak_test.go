@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/simengine"
@@ -71,7 +72,7 @@ func TestOutageLinkSoak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return matchedTokens(dd, "e1")
+		return proctest.Matched(dd, "e1")
 	}
 
 	// The workload: 256 conversations of a shared 4-block system prompt, a 4-block topic and
