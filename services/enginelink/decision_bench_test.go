@@ -170,7 +170,6 @@ func storedBatch(b *testing.B, blocks [][]uint32) []byte {
 	return out
 }
 
-
 // startDecisionDecider runs a real decider consuming the link's topics, with one engine e1 of
 // model m under a cache_aware bucket.
 func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *decider.Server {
