@@ -1,0 +1,78 @@
+# shellcheck shell=bash
+# Python virtualenv for the engine interop test (services/interop): the real vLLM and
+# SGLang wheels without their dependencies, plus the few packages their KV-event code
+# imports, all pinned in scripts/interop/requirements.txt. Source after common.sh.
+#
+# pyenv_wanted PKG...  is true when the go test packages include services/interop.
+# pyenv_setup          creates the venv once under
+#                      ${SLUICE_CACHE:-$HOME/.cache/sluice}/interop-venv, re-uses it while
+#                      the requirements file (and the python3 version) are unchanged
+#                      (stamp: requirements.sha256 in the venv), and exports
+#                        SLUICE_TEST_PYTHON  the venv's python
+#                      Needs python3 with venv and PyPI; installs python3-venv when root.
+
+# pyenv_requirements prints the path of scripts/interop/requirements.txt.
+pyenv_requirements() { echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/../interop" && pwd)/requirements.txt"; }
+
+# pyenv_wanted PKG... is true when one of the go package patterns covers services/interop.
+pyenv_wanted() {
+  local p
+  for p in "$@"; do
+    case "$p" in
+      ./... | all | ./services/... | ./services/interop | ./services/interop/ | ./services/interop/... | \
+        github.com/sluicehq/sluice/... | github.com/sluicehq/sluice/services/... | \
+        github.com/sluicehq/sluice/services/interop | github.com/sluicehq/sluice/services/interop/...)
+        return 0
+        ;;
+    esac
+  done
+  return 1
+}
+
+# pyenv_setup: see the file comment.
+pyenv_setup() {
+  local req cache venv want stamp t0 lockfd
+  t0=$SECONDS
+  command -v python3 >/dev/null || apt_install python3 python3-venv
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    apt_install python3-venv
+  fi
+  req="$(pyenv_requirements)"
+  cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
+  venv="$cache/interop-venv"
+  want="$( (cat "$req" && python3 -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
+  stamp="$venv/requirements.sha256"
+  mkdir -p "$cache"
+  # One build at a time per cache, even with concurrent test.sh runs.
+  exec {lockfd}>"$cache/.interop-venv.lock"
+  flock "$lockfd"
+  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    exec {lockfd}>&-
+    export SLUICE_TEST_PYTHON="$venv/bin/python"
+    log "pyenv: using cached $venv ($(du -sh "$venv" 2>/dev/null | cut -f1))"
+    return 0
+  fi
+  log "pyenv: creating $venv from $req (vllm and sglang wheels, --no-deps; first run downloads ~380 MB)"
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" >"$cache/interop-venv.log" 2>&1; then
+    exec {lockfd}>&-
+    show_log_tail "$cache/interop-venv.log"
+    die "pyenv: python3 -m venv $venv failed"
+  fi
+  log "pyenv: pip install --no-deps -r $(basename "$req")"
+  if ! "$venv/bin/pip" install --disable-pip-version-check --no-input --no-deps -r "$req" \
+    >>"$cache/interop-venv.log" 2>&1; then
+    exec {lockfd}>&-
+    show_log_tail "$cache/interop-venv.log"
+    die "pyenv: pip install into $venv failed (log: $cache/interop-venv.log)"
+  fi
+  if ! "$venv/bin/python" -c 'import msgspec, zmq, pydantic, psutil' >>"$cache/interop-venv.log" 2>&1; then
+    exec {lockfd}>&-
+    show_log_tail "$cache/interop-venv.log"
+    die "pyenv: the venv's packages do not import"
+  fi
+  echo "$want" >"$stamp"
+  exec {lockfd}>&-
+  export SLUICE_TEST_PYTHON="$venv/bin/python"
+  log "pyenv: ready in $((SECONDS - t0))s ($(du -sh "$venv" | cut -f1))"
+}

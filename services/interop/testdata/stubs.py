@@ -1,0 +1,164 @@
+"""Import the engines' KV-event modules without their GPU stack.
+
+Importing this module, before any vllm or sglang import, does two things:
+
+1. Registers bare packages (vllm, vllm.distributed, sglang, sglang.srt, ...)
+   whose __path__ is the installed wheel directory. Their real __init__ files
+   import the whole engine (torch, CUDA kernels, model code); skipping them
+   lets the KV-event submodules load from the real, unmodified files.
+
+2. Puts stand-ins into sys.modules for the few modules those submodules import
+   that cannot load without torch, triton or a C++ build. Each stand-in holds
+   only the names the KV-event code uses, and says what it replaces:
+
+   vLLM
+     vllm.logger                 init_logger -> logging.getLogger (the real one
+                                 imports vllm.envs and torch-backed formatters)
+     vllm.config.utils           config -> dataclasses.dataclass (the real
+                                 decorator is a pydantic dataclass factory that
+                                 imports torch); KVEventsConfig itself is real
+     vllm.utils.network_utils    get_ip & co., used only for tcp://*:0 binds
+                                 (vllm.utils/__init__ imports torch)
+     vllm.v1.core.kv_cache_utils ExternalBlockHash = bytes | int, copied from
+                                 the real module (which imports torch)
+   SGLang
+     sglang.kernels.ops.kvcache.mla_buffer   triton kernels, unused here
+     sglang.srt.utils.cpp_extension_loader   builds the page-hash C++
+                                 extension with torch.utils.cpp_extension; the
+                                 stand-in "extension" computes the same
+                                 SHA-256 page chain as hash_binding.cpp for
+                                 32-bit token ids (the real native_hash.py and
+                                 mem_cache/utils.py call it)
+"""
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import sys
+import types
+
+
+def _package_dir(dist, top):
+    files = importlib.metadata.distribution(dist).locate_file(top)
+    return str(files)
+
+
+def _bare_package(name, path):
+    mod = types.ModuleType(name)
+    mod.__path__ = [path]
+    mod.__package__ = name
+    mod.__spec__ = importlib.util.spec_from_loader(name, loader=None, is_package=True)
+    mod.__spec__.submodule_search_locations = [path]
+    sys.modules[name] = mod
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, mod)
+    return mod
+
+
+def _stub(name, **attrs):
+    mod = types.ModuleType(name)
+    mod.__doc__ = "interop stand-in (services/interop/testdata/stubs.py)"
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    sys.modules[name] = mod
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules:
+        setattr(sys.modules[parent], child, mod)
+    return mod
+
+
+def _unavailable(what):
+    def f(*args, **kwargs):
+        raise NotImplementedError(what + " is not available in the interop stand-in")
+
+    return f
+
+
+# --- vLLM -----------------------------------------------------------------
+_vllm = _package_dir("vllm", "vllm")
+for pkg in ("vllm", "vllm.config", "vllm.distributed", "vllm.utils", "vllm.v1", "vllm.v1.core"):
+    _bare_package(pkg, os.path.join(_vllm, *pkg.split(".")[1:]))
+
+_stub("vllm.logger", init_logger=logging.getLogger)
+_stub("vllm.config.utils", config=dataclasses.dataclass)
+_stub(
+    "vllm.utils.network_utils",
+    get_ip=_unavailable("get_ip (tcp://*:0)"),
+    get_tcp_uri=lambda ip, port: "tcp://%s:%d" % (ip, port),
+    is_valid_ipv6_address=lambda addr: ":" in addr,
+    split_zmq_path=_unavailable("split_zmq_path (tcp://*:0)"),
+)
+_stub("vllm.v1.core.kv_cache_utils", ExternalBlockHash=bytes | int)
+
+# --- SGLang ---------------------------------------------------------------
+_sglang = _package_dir("sglang", "sglang")
+for pkg in (
+    "sglang",
+    "sglang.srt",
+    "sglang.srt.disaggregation",
+    "sglang.srt.mem_cache",
+    "sglang.srt.mem_cache.cpp_utils",
+    "sglang.srt.utils",
+    "sglang.srt.arg_groups",
+    "sglang.kernels",
+    "sglang.kernels.ops",
+    "sglang.kernels.ops.kvcache",
+):
+    _bare_package(pkg, os.path.join(_sglang, *pkg.split(".")[1:]))
+
+_stub(
+    "sglang.kernels.ops.kvcache.mla_buffer",
+    **{
+        n: _unavailable(n)
+        for n in (
+            "get_mla_kv_buffer_kernel",
+            "get_mla_kv_buffer_triton",
+            "set_mla_kv_buffer_dcp_sharded_triton",
+            "set_mla_kv_buffer_fp8_quant_kernel",
+            "set_mla_kv_buffer_kernel",
+            "set_mla_kv_buffer_triton",
+            "set_mla_kv_buffer_triton_fp8_quant",
+            "set_mla_kv_scale_buffer_kernel",
+            "set_mla_kv_scale_buffer_triton",
+        )
+    },
+)
+
+
+class _PageHash:
+    """What hash_binding.cpp's get_hash computes for 32-bit token ids: per page,
+    SHA-256(prior digest || tokens as little-endian u32), chained, as hex."""
+
+    @staticmethod
+    def get_hash(raw, logical_len, unit_width, is_bigram, prior_digest, page_size):
+        if is_bigram or unit_width != 1:
+            raise NotImplementedError("bigram/wide pages are not used by the interop test")
+        if any(t < 0 or t >= 1 << 32 for t in raw[:logical_len]):
+            raise NotImplementedError("token ids beyond u32 are not used by the interop test")
+        single = page_size is None
+        page = logical_len if single else page_size
+        out = []
+        prior = prior_digest
+        for start in range(0, logical_len, page):
+            h = hashlib.sha256()
+            if prior is not None:
+                h.update(prior)
+            h.update(b"".join(int(t).to_bytes(4, "little") for t in raw[start : min(start + page, logical_len)]))
+            prior = h.digest()
+            out.append(h.hexdigest())
+        return out[0] if single else out
+
+
+_stub(
+    "sglang.srt.utils.cpp_extension_loader",
+    load_extension_with_recovery=lambda **kwargs: _PageHash(),
+)
+
+
+def versions():
+    """The installed engine versions, for the test log."""
+    return {d: importlib.metadata.version(d) for d in ("vllm", "sglang", "msgspec", "pyzmq")}
