@@ -45,6 +45,7 @@ Commands (stdin), each answered by {"ok": true, ...} or {"ok": false, "error"}:
   {"op": "stop"}              shuts the publishers down and exits.
 """
 
+import hashlib
 import json
 import sys
 import threading
@@ -230,7 +231,7 @@ class Engine:
             if cmd.get("lora_name"):
                 # What Req does: the adapter's 32-hex lora_id ends extra_key;
                 # the recorder learns the public name per request.
-                lora_id = ("%032x" % abs(hash(cmd["lora_name"])))[-32:]
+                lora_id = hashlib.md5(cmd["lora_name"].encode()).hexdigest()
                 extra_key = lora_id
                 rec.lora_names.register(types.SimpleNamespace(extra_key=extra_key, lora_id=lora_id),
                                         cmd["lora_name"])

@@ -1,0 +1,301 @@
+package interop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+const (
+	// model is the one model every engine serves; bucket cacheBucket routes it cache-aware.
+	model       = "interop-m"
+	cacheBucket = "cache"
+	// loraAdapter is the LoRA adapter engine vllmA declares (lora_adapters).
+	loraAdapter = "sql-lora"
+	adminToken  = "interop-admin"
+	// startTimeout bounds each process's start-up.
+	startTimeout = 60 * time.Second
+	// maxTokenIDs is the decider's -max-token-ids: room for the 100k-token prompt.
+	maxTokenIDs = 200_000
+)
+
+var quick = &http.Client{Timeout: 10 * time.Second}
+
+// engine is one engine of the fleet: a Python process running the real vLLM or SGLang
+// publisher, on fixed ports so that a restart comes back where the link looks.
+type engine struct {
+	id, kind    string
+	dpSize      int
+	pageSize    int  // SGLang page size (vLLM's block size is in its events)
+	replay      bool // serves the replay socket
+	lossy       bool // a forwarder that can drop messages sits in front of the PUB
+	lora        []string
+	kvPort      int // rank r publishes on kvPort+r
+	replayPort  int // rank r's replay ROUTER is replayPort+r
+	metricsPort int // /health and /metrics
+	py          *pyEngine
+}
+
+func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.metricsPort) }
+
+// stack is the system under test as real processes: the engines (Python), one
+// `sluice enginelink` forwarding their ZMQ streams and metrics to Kafka, and one
+// `sluice decider` consuming Kafka with a cache_aware bucket.
+type stack struct {
+	procs  *procs
+	dir    string
+	python string
+
+	brokers            string
+	loadTopic, kvTopic string
+	configPath         string
+
+	deciderHTTP, deciderGRPC string
+	decider, link            *process
+	engines                  map[string]*engine
+	order                    []string
+
+	dc sluicev1connect.DeciderServiceClient
+}
+
+// startStack starts the whole system and returns once every engine's first published
+// batch reached the decider (see warmUp).
+func startStack(t *testing.T, defs []*engine) *stack {
+	t.Helper()
+	py := python(t)
+	brokers := testenv.KafkaBrokers(t)
+	suffix := randomSuffix()
+	dir := t.TempDir()
+	bin := buildSluice(t, dir)
+	s := &stack{procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
+		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
+	ports := freePorts(t, 2)
+	used := map[int]bool{ports[0]: true, ports[1]: true}
+	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
+	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
+	for _, e := range defs {
+		e.kvPort = freeRange(t, used, e.dpSize)
+		if e.replay {
+			e.replayPort = freeRange(t, used, e.dpSize)
+		}
+		e.metricsPort = freeRange(t, used, 1)
+		s.engines[e.id] = e
+		s.order = append(s.order, e.id)
+	}
+	s.configPath = filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(s.configPath, []byte(s.configYAML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("configuration:\n%s", s.configYAML())
+
+	for _, id := range s.order {
+		s.startEngine(t, s.engines[id])
+	}
+	s.decider = s.procs.start(t, "decider", "decider",
+		"-grpc-addr", s.deciderGRPC, "-http-addr", s.deciderHTTP,
+		"-config", s.configPath, "-config-snapshot", "-",
+		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
+		"-max-token-ids", strconv.Itoa(maxTokenIDs),
+		"-probe-interval", "1s", "-probe-timeout", "500ms",
+		"-admin-token", adminToken,
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
+	s.startLink(t)
+	s.dc = sluicev1connect.NewDeciderServiceClient(quick, "http://"+s.deciderHTTP)
+	return s
+}
+
+// startLink starts `sluice enginelink` in fleet mode on the same configuration file: it
+// reads the engines' kv_events_endpoint / kv_replay_endpoint / metrics_url / dp_size from
+// the workers and forwards to the run's topics.
+func (s *stack) startLink(t *testing.T) {
+	t.Helper()
+	s.link = s.procs.start(t, "enginelink", "enginelink",
+		"-config", s.configPath,
+		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
+		"-scrape-interval", "250ms",
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && s.link.running() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !s.link.running() {
+		t.Fatalf("enginelink exited at start-up (%v); see its log below", s.link.waitErr)
+	}
+}
+
+// configYAML is the decider's and the link's configuration: every engine with its KV-event,
+// replay and metrics endpoints, and one cache_aware bucket for model.
+func (s *stack) configYAML() string {
+	var b strings.Builder
+	b.WriteString("workers:\n")
+	for _, id := range s.order {
+		e := s.engines[id]
+		fmt.Fprintf(&b, "  - id: %s\n    url: %q\n    models: [%s]\n    role: plain\n", e.id, e.url(), model)
+		fmt.Fprintf(&b, "    kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
+		if e.replay {
+			fmt.Fprintf(&b, "    kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
+		}
+		fmt.Fprintf(&b, "    metrics_url: %q\n", e.url()+"/metrics")
+		if e.dpSize > 1 {
+			fmt.Fprintf(&b, "    dp_size: %d\n", e.dpSize)
+		}
+		if len(e.lora) > 0 {
+			fmt.Fprintf(&b, "    lora_adapters: [%s]\n", strings.Join(e.lora, ", "))
+		}
+	}
+	fmt.Fprintf(&b, `buckets:
+  - id: %s
+    models: [%s]
+    groups:
+      plain:
+        policy: {type: cache_aware, min_match_tokens: 1}
+`, cacheBucket, model)
+	return b.String()
+}
+
+// startEngine (re)starts e's Python process on its ports.
+func (s *stack) startEngine(t testing.TB, e *engine) {
+	t.Helper()
+	st := engineStart{Kind: e.kind, Endpoint: "tcp://*:" + strconv.Itoa(e.kvPort), DPSize: e.dpSize,
+		Lossy: e.lossy, PageSize: e.pageSize, MetricsPort: e.metricsPort, Model: model}
+	if e.replay {
+		r := "tcp://*:" + strconv.Itoa(e.replayPort)
+		st.ReplayEndpoint = &r
+	}
+	e.py = startPyEngine(t, s.python, s.dir, e.id, st)
+}
+
+// decide runs a dry-run Decide with explain for the given request fields.
+func (s *stack) decide(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	req.DryRun, req.Explain = true, true
+	if req.Model == "" {
+		req.Model = model
+	}
+	req.InputTokens = int64(len(req.TokenIds))
+	resp, err := s.dc.Decide(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// adminEngines is GET /v1/admin/engines, by engine id.
+func (s *stack) adminEngines(t testing.TB) map[string]*sluicev1.Engine {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.deciderHTTP+"/v1/admin/engines", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := quick.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/admin/engines: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/admin/engines = %s: %s", resp.Status, body)
+	}
+	var list sluicev1.ListEnginesResponse
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &list); err != nil {
+		t.Fatalf("GET /v1/admin/engines: %v: %s", err, body)
+	}
+	out := map[string]*sluicev1.Engine{}
+	for _, e := range list.GetEngines() {
+		out[e.GetId()] = e
+	}
+	return out
+}
+
+// waitHTTP polls url until it answers 200, failing early if the process exits.
+func waitHTTP(t testing.TB, p *process, url string) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	var last string
+	for {
+		if !p.running() {
+			t.Fatalf("%s exited during start-up (%v); see its log below", p.name, p.waitErr)
+		}
+		resp, err := quick.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %v: GET %s: %s", p.name, startTimeout, url, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freeRange returns the first of n consecutive free loopback TCP ports (a DP engine's
+// rank r listens on base+r), none of them in used, and adds them to used. Like freePorts, another process could take one before the
+// engine binds it; the engine then fails to start and says so.
+func freeRange(t testing.TB, used map[int]bool, n int) int {
+	t.Helper()
+	for range 200 {
+		r, err := rand.Int(rand.Reader, big.NewInt(20000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := 30000 + int(r.Int64())
+		var lis []net.Listener
+		ok := true
+		for i := range n {
+			if used[base+i] {
+				ok = false
+				break
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			lis = append(lis, l)
+		}
+		for _, l := range lis {
+			l.Close()
+		}
+		if ok {
+			for i := range n {
+				used[base+i] = true
+			}
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports found", n)
+	return 0
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().Unix(), 36) + "-" + hex.EncodeToString(b[:])
+}
