@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/decider"
 	"github.com/sluicehq/sluice/services/devstack"
+	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/internal/flagenv"
 	"github.com/sluicehq/sluice/services/simengine"
@@ -38,6 +39,7 @@ var commands = []struct {
 	{"replay", "replay a Kafka topic into a fresh KV index or load table and print what it built", runReplay},
 	{"gateway", "run the HTTP gateway: OpenAI/SGLang routes decided by a decider, plus its REST API", runGateway},
 	{"simengine", "run a simulated inference engine (OpenAI/SGLang HTTP API, Kafka load and KV events)", runSimengine},
+	{"enginelink", "connect real vLLM/SGLang engines: ZMQ KV events and /metrics load to Kafka", runEnginelink},
 }
 
 func main() {
@@ -168,6 +170,13 @@ func runSimengine(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := simengine.DefaultConfig()
 	return runService(ctx, "simengine", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
 		return nilSafe(simengine.New(l, cfg))
+	})
+}
+
+func runEnginelink(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := enginelink.DefaultConfig()
+	return runService(ctx, "enginelink", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
+		return nilSafe(enginelink.New(l, cfg))
 	})
 }
 

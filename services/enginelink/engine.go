@@ -1,0 +1,112 @@
+package enginelink
+
+import (
+	"context"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// engineRun is one followed engine: its epoch, one worker per DP rank sequencing its KV stream,
+// the subscriptions feeding them and the load scrape. It owns all their goroutines; stop ends
+// and waits for them.
+type engineRun struct {
+	l      *Link
+	spec   EngineSpec
+	epochs *engineEpoch
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+	workers map[int]*rankWorker
+}
+
+// rankWorker feeds one kvStream from its subscription(s).
+type rankWorker struct {
+	in    chan item
+	drops prometheus.Counter
+}
+
+// maxRanks bounds the ranks a bound-socket engine may claim in its batches.
+const maxRanks = 1024
+
+func (l *Link) newEngineRun(ctx context.Context, spec EngineSpec) *engineRun {
+	ctx, cancel := context.WithCancel(ctx)
+	l.m.kvEpochs.WithLabelValues(spec.ID, "start").Inc()
+	return &engineRun{l: l, spec: spec, epochs: newEngineEpoch(l.clock), ctx: ctx, cancel: cancel, workers: map[int]*rankWorker{}}
+}
+
+// start launches the subscriptions of an engine whose publishers the link dials, and the scrape.
+func (er *engineRun) start() {
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	if er.spec.dialsKV() {
+		for r := range er.spec.ranks() {
+			ep, _ := rankEndpoint(er.spec.KVEventsEndpoint, r) // validated
+			w := er.workerLocked(r)
+			er.wg.Go(func() { er.l.subscribeRank(er.ctx, er.spec.ID, r, ep, w.in) })
+		}
+	}
+	if er.spec.MetricsURL != "" || er.spec.LoadsURL != "" {
+		er.wg.Go(func() { er.l.scrapeLoop(er.ctx, er.spec, er.epochs) })
+	}
+}
+
+// worker returns rank's worker, starting it on first use; nil once the engine is stopping or
+// for an absurd rank.
+func (er *engineRun) worker(_ context.Context, rank int) *rankWorker {
+	if rank < 0 || rank >= maxRanks {
+		return nil
+	}
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	return er.workerLocked(rank)
+}
+
+func (er *engineRun) workerLocked(rank int) *rankWorker {
+	if er.stopped {
+		return nil
+	}
+	if w := er.workers[rank]; w != nil {
+		return w
+	}
+	l := er.l
+	w := &rankWorker{in: make(chan item, l.cfg.StreamBuffer), drops: l.m.kvStreamDrops.WithLabelValues(er.spec.ID)}
+	er.workers[rank] = w
+	s := newKVStream(l.logger, er.spec, rank, er.epochs, l.rp, l.cfg.ReplayTimeout, l.cfg.KVTopic, l.prod.enqueue, l.m)
+	er.wg.Go(func() { runStream(er.ctx, s, w.in) })
+	return w
+}
+
+// runStream is a rank worker's loop: live batches and resync requests in arrival order, and a
+// resync whenever another rank of the engine minted a new epoch.
+func runStream(ctx context.Context, s *kvStream, in <-chan item) {
+	for {
+		_, changed := s.epochs.current()
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-in:
+			if it.resync {
+				s.resync(ctx)
+			} else {
+				s.handleLive(ctx, it.b)
+			}
+		case <-changed:
+			if e, _ := s.epochs.current(); e != s.epoch {
+				s.resync(ctx)
+			}
+		}
+	}
+}
+
+// stop cancels the engine's goroutines and waits for them.
+func (er *engineRun) stop() {
+	er.cancel()
+	er.mu.Lock()
+	er.stopped = true
+	er.mu.Unlock()
+	er.wg.Wait()
+}

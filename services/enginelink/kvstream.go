@@ -1,0 +1,246 @@
+package enginelink
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// Record header names, as services/ingest reads them.
+const (
+	HeaderFormat    = "sluice-format"
+	HeaderEpoch     = "sluice-epoch"
+	HeaderSeq       = "sluice-seq"
+	HeaderModel     = "sluice-model"
+	HeaderDPRank    = "sluice-dp-rank"
+	HeaderLoRA      = "sluice-lora"
+	HeaderCacheSalt = "sluice-cache-salt"
+)
+
+// batch is one engine message: a live [topic, seq, payload] or one replayed batch.
+type batch struct {
+	seq     uint64
+	payload []byte
+	at      time.Time // when the link received it
+}
+
+// replayer fetches an engine rank's buffered batches with seq >= from, in seq order.
+type replayer interface {
+	replay(ctx context.Context, endpoint string, from uint64) ([]batch, error)
+}
+
+// kvStream sequences one (engine, DP rank): it forwards batches in strict seq order, fills
+// gaps through the replay socket, and tracks restarts. Not safe for concurrent use: one
+// goroutine (the rank's worker) owns it.
+type kvStream struct {
+	logger   *slog.Logger
+	id       string
+	rank     int
+	epochs   *engineEpoch
+	replayEP string // the rank's replay endpoint; empty: gaps cannot be filled
+	replayer replayer
+	replayTO time.Duration
+	enqueue  func(kafka.Message) bool
+	topic    string
+	key      []byte
+	headers  []kafka.Header // static headers; epoch and seq are added per record
+
+	epoch    uint64 // epoch of the records this stream forwards
+	next     uint64 // next seq to forward in epoch
+	haveLive bool   // lastLive is set
+	lastLive uint64 // seq of the last live batch, to detect restarts
+
+	m streamMetrics
+}
+
+type streamMetrics struct {
+	received, live, replayed, duplicates prometheus.Counter
+	lastBatch                            prometheus.Gauge
+	all                                  *metrics
+}
+
+func newKVStream(logger *slog.Logger, spec EngineSpec, rank int, epochs *engineEpoch, rp replayer, replayTO time.Duration,
+	kvTopic string, enqueue func(kafka.Message) bool, m *metrics) *kvStream {
+	s := &kvStream{
+		logger:   logger.With(slog.String("engine_id", spec.ID), slog.Int("dp_rank", rank)),
+		id:       spec.ID,
+		rank:     rank,
+		epochs:   epochs,
+		replayer: rp,
+		replayTO: replayTO,
+		enqueue:  enqueue,
+		topic:    kvTopic,
+		key:      []byte(spec.ID),
+		headers: []kafka.Header{
+			{Key: HeaderFormat, Value: []byte(spec.format())},
+			{Key: HeaderModel, Value: []byte(spec.Model)},
+			{Key: HeaderDPRank, Value: []byte(strconv.Itoa(rank))},
+		},
+		m: streamMetrics{
+			received:   m.kvReceived.WithLabelValues(spec.ID),
+			live:       m.kvForwarded.WithLabelValues(spec.ID, "live"),
+			replayed:   m.kvForwarded.WithLabelValues(spec.ID, "replay"),
+			duplicates: m.kvDuplicates.WithLabelValues(spec.ID),
+			lastBatch:  m.kvLastBatch.WithLabelValues(spec.ID),
+			all:        m,
+		},
+	}
+	if spec.KVReplayEndpoint != "" {
+		s.replayEP, _ = rankEndpoint(spec.KVReplayEndpoint, rank) // validated with the spec
+	}
+	if spec.LoRAName != "" {
+		s.headers = append(s.headers, kafka.Header{Key: HeaderLoRA, Value: []byte(spec.LoRAName)})
+	}
+	if spec.CacheSalt != "" {
+		s.headers = append(s.headers, kafka.Header{Key: HeaderCacheSalt, Value: []byte(spec.CacheSalt)})
+	}
+	return s
+}
+
+// adopt follows the engine's current epoch; a new one starts the stream afresh (seq 0).
+func (s *kvStream) adopt() {
+	if e, _ := s.epochs.current(); e != s.epoch {
+		s.epoch, s.next, s.haveLive = e, 0, false
+	}
+}
+
+// fresh reports whether nothing was forwarded in the current epoch.
+func (s *kvStream) fresh() bool { return s.next == 0 }
+
+// handleLive processes one live batch.
+func (s *kvStream) handleLive(ctx context.Context, b batch) {
+	s.m.received.Inc()
+	s.m.lastBatch.Set(float64(b.at.UnixNano()) / 1e9)
+	s.adopt()
+	if s.haveLive && b.seq <= s.lastLive {
+		old := s.epoch
+		epoch, minted := s.epochs.restart(s.epoch)
+		if minted {
+			s.m.all.kvEpochs.WithLabelValues(s.id, "restart").Inc()
+			s.logger.Info("engine restarted (its seq went backwards): new epoch",
+				slog.Uint64("seq", b.seq), slog.Uint64("last_seq", s.lastLive),
+				slog.Uint64("old_epoch", old), slog.Uint64("epoch", epoch))
+		}
+		s.epoch, s.next, s.haveLive = epoch, 0, false
+	}
+	s.haveLive, s.lastLive = true, b.seq
+	if b.seq < s.next {
+		s.m.duplicates.Inc() // already forwarded by a replay
+		return
+	}
+	if b.seq > s.next {
+		s.fill(ctx, b.seq)
+	}
+	s.forward(b, s.m.live)
+}
+
+// fill replays the missing batches [next, until) when it can, and counts what stays missing.
+func (s *kvStream) fill(ctx context.Context, until uint64) {
+	kind := "seq_jump"
+	if s.fresh() {
+		kind = "epoch_start"
+	}
+	from := s.next
+	s.m.all.kvGaps.WithLabelValues(s.id, kind).Inc()
+	replayed := s.replayRange(ctx, until)
+	missing := until - from
+	if replayed > 0 {
+		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "replayed").Add(float64(replayed))
+	}
+	if lost := missing - replayed; lost > 0 {
+		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(lost))
+		level := slog.LevelWarn
+		if kind == "epoch_start" {
+			level = slog.LevelInfo // history from before the link followed the engine
+		}
+		s.logger.Log(ctx, level, "KV batches missing and not replayable: forwarding the seq jump so the decider marks the engine uncertain",
+			slog.String("kind", kind), slog.Uint64("from_seq", from), slog.Uint64("until_seq", until),
+			slog.Uint64("lost", lost), slog.Bool("replay_configured", s.replayEP != ""))
+	}
+}
+
+// replayRange forwards the replayable batches in [next, until) (until 0: no upper bound) and
+// returns how many it forwarded.
+func (s *kvStream) replayRange(ctx context.Context, until uint64) uint64 {
+	if s.replayEP == "" {
+		return 0
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.replayTO)
+	defer cancel()
+	bs, err := s.replayer.replay(rctx, s.replayEP, s.next)
+	if err != nil {
+		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
+		s.logger.Warn("KV replay failed", slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", s.next), slog.Any("error", err))
+		// Forward what arrived before the failure: it is in order.
+	} else {
+		s.m.all.kvReplays.WithLabelValues(s.id, "ok").Inc()
+	}
+	var n uint64
+	for _, b := range bs {
+		if b.seq < s.next || (until > 0 && b.seq >= until) {
+			continue
+		}
+		s.forward(b, s.m.replayed)
+		n++
+	}
+	return n
+}
+
+// resync runs when the link (re)connects to the rank or the engine's epoch changed: it replays
+// everything the engine still buffers from the next seq (0 in a new epoch), so a new epoch
+// starts complete and a reconnect loses nothing the engine can replay.
+func (s *kvStream) resync(ctx context.Context) {
+	s.adopt()
+	if s.replayEP == "" {
+		return
+	}
+	from, fresh := s.next, s.fresh()
+	rctx, cancel := context.WithTimeout(ctx, s.replayTO)
+	defer cancel()
+	bs, err := s.replayer.replay(rctx, s.replayEP, from)
+	if err != nil {
+		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
+		s.logger.Warn("KV replay on (re)connect failed; gaps will be filled when the next batch arrives",
+			slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", from), slog.Any("error", err))
+		return
+	}
+	s.m.all.kvReplays.WithLabelValues(s.id, "ok").Inc()
+	if len(bs) == 0 {
+		return
+	}
+	if first := bs[0].seq; first > from {
+		kind := "seq_jump"
+		if fresh {
+			kind = "epoch_start"
+		}
+		s.m.all.kvGaps.WithLabelValues(s.id, kind).Inc()
+		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(first - from))
+		s.logger.Info("engine's replay buffer starts after the seq needed; forwarding the jump",
+			slog.String("kind", kind), slog.Uint64("from_seq", from), slog.Uint64("first_replayed", first))
+	}
+	var n uint64
+	for _, b := range bs {
+		if b.seq < s.next {
+			continue
+		}
+		s.forward(b, s.m.replayed)
+		n++
+	}
+	s.logger.Debug("KV resync replayed", slog.Uint64("from_seq", from), slog.Uint64("batches", n))
+}
+
+// forward hands one batch to the producer and advances next.
+func (s *kvStream) forward(b batch, c prometheus.Counter) {
+	h := make([]kafka.Header, len(s.headers), len(s.headers)+2)
+	copy(h, s.headers)
+	h = append(h,
+		kafka.Header{Key: HeaderEpoch, Value: strconv.AppendUint(nil, s.epoch, 10)},
+		kafka.Header{Key: HeaderSeq, Value: strconv.AppendUint(nil, b.seq, 10)})
+	s.enqueue(kafka.Message{Topic: s.topic, Key: s.key, Value: b.payload, Headers: h, Time: b.at})
+	c.Inc()
+	s.next = b.seq + 1
+}

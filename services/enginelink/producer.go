@@ -1,0 +1,214 @@
+package enginelink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// producer writes records to Kafka with acks from all in-sync replicas. It never blocks its
+// callers: enqueue fails (and counts the drop) once MaxBufferedRecords records are queued or in
+// flight, so a slow or unreachable broker costs bounded memory and shows up as seq gaps, never
+// as a stalled ZMQ reader or a crash. Records of one key keep their order: one loop hands them
+// to the writer, whose per-partition writer sends batches one after another.
+type producer struct {
+	logger  *slog.Logger
+	w       *kafka.Writer
+	in      chan kafka.Message
+	max     int64
+	batch   int
+	timeout time.Duration
+	m       *metrics
+
+	buffered atomic.Int64
+
+	perTopic sync.Map // topic -> *topicMetrics
+
+	errMu   sync.Mutex
+	errLast time.Time
+	errN    int
+}
+
+type topicMetrics struct {
+	produced, acked, dropFull, dropFailed prometheus.Counter
+	latency                               prometheus.Observer
+}
+
+func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
+	p := &producer{
+		logger:  logger.With(slog.String("component", "producer")),
+		in:      make(chan kafka.Message, cfg.MaxBufferedRecords),
+		max:     int64(cfg.MaxBufferedRecords),
+		batch:   cfg.KafkaBatchSize,
+		timeout: cfg.ShutdownTimeout,
+		m:       m,
+	}
+	p.w = &kafka.Writer{
+		Addr:                   kafka.TCP(cfg.brokers()...),
+		Balancer:               &kafka.Hash{},
+		RequiredAcks:           kafka.RequireAll,
+		Async:                  true,
+		AllowAutoTopicCreation: true,
+		BatchSize:              cfg.KafkaBatchSize,
+		BatchBytes:             16 << 20,
+		BatchTimeout:           cfg.KafkaBatchTimeout,
+		MaxAttempts:            5,
+		WriteBackoffMin:        50 * time.Millisecond,
+		WriteBackoffMax:        time.Second,
+		WriteTimeout:           5 * time.Second,
+		Completion:             p.completed,
+	}
+	return p
+}
+
+func (p *producer) topic(t string) *topicMetrics {
+	if v, ok := p.perTopic.Load(t); ok {
+		return v.(*topicMetrics)
+	}
+	tm := &topicMetrics{
+		produced:   p.m.kafkaProduced.WithLabelValues(t),
+		acked:      p.m.kafkaAcked.WithLabelValues(t),
+		dropFull:   p.m.kafkaDropped.WithLabelValues(t, "buffer_full"),
+		dropFailed: p.m.kafkaDropped.WithLabelValues(t, "write_failed"),
+		latency:    p.m.kafkaLatency.WithLabelValues(t),
+	}
+	v, _ := p.perTopic.LoadOrStore(t, tm)
+	return v.(*topicMetrics)
+}
+
+// enqueue queues msg (Topic and Time set: Time is when the data was received, for the latency
+// histogram) and reports whether it was accepted.
+func (p *producer) enqueue(msg kafka.Message) bool {
+	if p.buffered.Add(1) > p.max {
+		p.buffered.Add(-1)
+		p.topic(msg.Topic).dropFull.Inc()
+		return false
+	}
+	select {
+	case p.in <- msg:
+		return true
+	default:
+		p.buffered.Add(-1)
+		p.topic(msg.Topic).dropFull.Inc()
+		return false
+	}
+}
+
+// Run hands queued records to the writer until ctx is cancelled, then flushes what is queued
+// within the shutdown timeout and closes the writer.
+func (p *producer) Run(ctx context.Context) error {
+	batch := make([]kafka.Message, 0, p.batch)
+	for {
+		select {
+		case <-ctx.Done():
+			return p.shutdown()
+		case msg := <-p.in:
+			batch = append(batch[:0], msg)
+		}
+		batch = p.drainInto(batch)
+		p.write(ctx, batch)
+	}
+}
+
+func (p *producer) drainInto(batch []kafka.Message) []kafka.Message {
+	for len(batch) < cap(batch) {
+		select {
+		case msg := <-p.in:
+			batch = append(batch, msg)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// write hands batch to the async writer; the writer keeps its own copy of the slice's messages.
+func (p *producer) write(ctx context.Context, batch []kafka.Message) {
+	for i := range batch {
+		p.topic(batch[i].Topic).produced.Inc()
+	}
+	p.m.kafkaBuffered.Set(float64(p.buffered.Load()))
+	if err := p.w.WriteMessages(ctx, batch...); err != nil {
+		// Async mode fails here only before queueing (metadata lookups, closed writer).
+		p.failed(batch, err)
+	}
+}
+
+// completed is the writer's Completion callback: one call per produced batch.
+func (p *producer) completed(msgs []kafka.Message, err error) {
+	if err != nil {
+		p.failed(msgs, err)
+		return
+	}
+	now := time.Now()
+	for i := range msgs {
+		tm := p.topic(msgs[i].Topic)
+		tm.acked.Inc()
+		if !msgs[i].Time.IsZero() {
+			tm.latency.Observe(now.Sub(msgs[i].Time).Seconds())
+		}
+	}
+	p.buffered.Add(-int64(len(msgs)))
+	p.m.kafkaLastAck.Set(float64(now.UnixNano()) / 1e9)
+	p.errMu.Lock()
+	if p.errN > 0 {
+		p.logger.Info("kafka writes recovered", slog.Int("failed_batches", p.errN))
+		p.errN = 0
+	}
+	p.errMu.Unlock()
+}
+
+func (p *producer) failed(msgs []kafka.Message, err error) {
+	for i := range msgs {
+		p.topic(msgs[i].Topic).dropFailed.Inc()
+	}
+	p.buffered.Add(-int64(len(msgs)))
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	p.errN++
+	if p.errN == 1 || time.Since(p.errLast) >= logEvery {
+		p.errLast = time.Now()
+		p.logger.Warn("kafka write failed; records dropped (the decider sees the KV seq gap)",
+			slog.Int("records", len(msgs)), slog.Int("failed_batches", p.errN), slog.Any("error", err))
+	}
+}
+
+// shutdown sends what is still queued and closes the writer, bounded by the shutdown timeout.
+func (p *producer) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	batch := make([]kafka.Message, 0, p.batch)
+	for {
+		batch = p.drainInto(batch[:0])
+		if len(batch) == 0 {
+			break
+		}
+		p.write(ctx, batch)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.w.Close() }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		p.logger.Warn("kafka writer did not drain before the shutdown timeout; unsent records are lost",
+			slog.Int64("records", p.buffered.Load()), slog.Duration("timeout", p.timeout))
+		return nil
+	}
+}
+
+// healthy reports whether the last produce succeeded (or none failed yet).
+func (p *producer) healthy() bool {
+	p.errMu.Lock()
+	defer p.errMu.Unlock()
+	return p.errN == 0
+}
