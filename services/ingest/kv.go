@@ -218,7 +218,6 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 	}
 	st.Seq = rec.seq
 	k.stats.Batches++
-	k.stats.IgnoredEvents += int64(rec.batch.Ignored)
 	for _, e := range rec.batch.Skipped {
 		k.stats.RejectedEvents++
 		k.s.badRecord(string(e.Kind), p, offset, e)
@@ -227,6 +226,10 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 		ev := &rec.batch.Events[i]
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
+			if ev.Stored.Sparse || !ev.Stored.GroupKind.PrefixGroup() {
+				k.stats.IgnoredEvents++
+				continue
+			}
 			ns := rec.ns
 			if ev.Stored.LoRAName != "" {
 				ns.LoRA = ev.Stored.LoRAName

@@ -11,6 +11,14 @@ import (
 
 // Limits bounds what one batch may contain; anything larger is rejected as
 // KindAbsurdSize before memory is committed to it.
+//
+// The payload bound is what bounds memory: every hash and token id takes at
+// least one payload byte, and the decoder keeps 8 bytes per hash and 4 per
+// token, so one Decode holds at most about 12 × MaxPayloadBytes of arrays
+// (the Kafka record, and the fetch size, bound the payload before that).
+// The per-event counts only catch nonsense; they sit far above real events:
+// SGLang with page size 1 sends a long prompt as one event with one hash
+// per token (docs/kv-events.md).
 type Limits struct {
 	// MaxPayloadBytes bounds the whole msgpack payload.
 	MaxPayloadBytes int
@@ -22,13 +30,18 @@ type Limits struct {
 	MaxTokensPerEvent int
 }
 
-// DefaultLimits returns limits far above anything a real engine sends.
+// DefaultMaxPayloadBytes is DefaultLimits' payload bound: 16 MiB, the
+// ingestion service's default fetch size.
+const DefaultMaxPayloadBytes = 16 << 20
+
+// DefaultLimits returns limits far above anything a real engine sends: a
+// page-size-1 prompt of 4M tokens fits (as far as the payload bound allows).
 func DefaultLimits() Limits {
 	return Limits{
-		MaxPayloadBytes:   64 << 20,
+		MaxPayloadBytes:   DefaultMaxPayloadBytes,
 		MaxEventsPerBatch: 100_000,
-		MaxHashesPerEvent: 1 << 16,
-		MaxTokensPerEvent: 1 << 20,
+		MaxHashesPerEvent: 1 << 22,
+		MaxTokensPerEvent: 1 << 22,
 	}
 }
 
@@ -82,11 +95,17 @@ func DecodeMsgpack(payload []byte) (Batch, error) { return defaultDecoder.Decode
 // msgpack but invalid (unknown tag, bad hash, token count that does not
 // match block_size × hashes, size beyond Limits, …) is skipped and reported
 // in Batch.Skipped; the other events are returned and should be applied, so
-// one bad event never discards its neighbours. Events of sliding-window,
-// chunked-local or mamba KV-cache groups are dropped and counted in
-// Batch.Ignored. SGLang EAGLE token pairs [a, b] contribute their first
-// element: the pairs are overlapping bigrams (t[i], t[i+1]), so the first
-// elements are exactly the token sequence the request side hashes.
+// one bad event never discards its neighbours.
+//
+// Events of every KV-cache group are returned with their Group and
+// GroupKind: the index, not the decoder, decides which groups it keeps, so
+// that it can learn which groups never describe a prefix. A group event
+// whose token count does not line up (a sliding-window group skipping null
+// blocks) is returned as Sparse, not as an error. SGLang EAGLE token pairs
+// [a, b] contribute their first element: the pairs are overlapping bigrams
+// (t[i], t[i+1]), so the first elements are exactly the token sequence the
+// request side hashes; the event is marked Lookahead, as is a vLLM event
+// with lookahead_token_ids. See docs/kv-events.md.
 func (d *Decoder) Decode(payload []byte) (Batch, error) {
 	if len(payload) > d.limits.MaxPayloadBytes {
 		return Batch{}, errf(KindAbsurdSize, "payload of %d bytes exceeds %d", len(payload), d.limits.MaxPayloadBytes)
@@ -233,18 +252,11 @@ func (st *decodeState) events() *Error {
 		}
 		ev := reader{b: r.b[:r.off], off: start}
 		nh, nt, ns, nr := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed)
-		ignored, e := st.event(&ev)
-		if e != nil {
+		if e := st.event(&ev); e != nil {
 			st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
 			st.spans = st.spans[:ns+nr]
 			e.Event = i
 			st.out.Skipped = append(st.out.Skipped, e)
-			continue
-		}
-		if ignored {
-			st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
-			st.spans = st.spans[:ns+nr]
-			st.out.Ignored++
 		}
 	}
 	return nil
@@ -264,7 +276,9 @@ func (st *decodeState) finish() {
 			s := &st.stored[si]
 			p := st.spans[sp]
 			s.BlockHashes = st.hashes[p.h0:p.h1:p.h1]
-			s.TokenIDs = st.tokens[p.t0:p.t1:p.t1]
+			if p.t1 > p.t0 { // a Sparse event has none
+				s.TokenIDs = st.tokens[p.t0:p.t1:p.t1]
+			}
 			ev.Stored = s
 			si++
 			sp++
@@ -296,11 +310,13 @@ const (
 	fSpecKind
 	fMetadata
 	fCacheSalt
+	fGroup
+	fLookahead
 )
 
-var storedPositional = [...]field{fSkip, fHashes, fParent, fTokens, fBlockSize, fLoRAID, fMedium, fLoRANameOrMeta, fExtraKeys, fSkip, fSpecKind}
+var storedPositional = [...]field{fSkip, fHashes, fParent, fTokens, fBlockSize, fLoRAID, fMedium, fLoRANameOrMeta, fExtraKeys, fGroup, fSpecKind}
 
-var removedPositional = [...]field{fSkip, fHashes, fMedium}
+var removedPositional = [...]field{fSkip, fHashes, fMedium, fGroup}
 
 func mapField(k []byte) field {
 	switch string(k) {
@@ -326,6 +342,10 @@ func mapField(k []byte) field {
 		return fMetadata
 	case "cache_salt":
 		return fCacheSalt
+	case "group_idx":
+		return fGroup
+	case "lookahead_token_ids":
+		return fLookahead
 	}
 	return fSkip
 }
@@ -346,22 +366,25 @@ type evFields struct {
 	hasMedium      bool
 	extra          []string
 	salt           []byte
-	ignore         bool
+	group          int32
+	hasGroup       bool
+	kind           GroupKind
+	lookahead      bool
 }
 
 // event decodes one event (already known to be well-formed msgpack) and
-// appends it to the arenas. ignored reports a deliberately dropped event.
-func (st *decodeState) event(r *reader) (ignored bool, err *Error) {
+// appends it to the arenas.
+func (st *decodeState) event(r *reader) *Error {
 	var tag []byte
 	var f evFields
 	switch {
 	case r.isArray():
 		n, err := r.arrayLen()
 		if err != nil {
-			return false, err
+			return err
 		}
 		if n == 0 || !r.isStr() {
-			return false, errf(KindMalformed, "event array does not start with a tag")
+			return errf(KindMalformed, "event array does not start with a tag")
 		}
 		tag, _ = r.str()
 		var layout []field
@@ -372,7 +395,7 @@ func (st *decodeState) event(r *reader) (ignored bool, err *Error) {
 			layout = removedPositional[:]
 		case "AllBlocksCleared":
 		default:
-			return false, errf(KindUnknownEventTag, "tag %.64q", tag)
+			return errf(KindUnknownEventTag, "tag %.64q", tag)
 		}
 		for i := 1; i < n; i++ {
 			fid := fSkip
@@ -380,18 +403,18 @@ func (st *decodeState) event(r *reader) (ignored bool, err *Error) {
 				fid = layout[i]
 			}
 			if err := st.field(r, fid, &f); err != nil {
-				return false, err
+				return err
 			}
 		}
 	case r.isMap():
 		n, err := r.mapLen()
 		if err != nil {
-			return false, err
+			return err
 		}
 		body := r.off
 		for i := 0; i < n; i++ {
 			if !r.isStr() {
-				return false, errf(KindMalformed, "event map key is not a string")
+				return errf(KindMalformed, "event map key is not a string")
 			}
 			k, _ := r.str()
 			if string(k) == "type" && r.isStr() {
@@ -403,65 +426,73 @@ func (st *decodeState) event(r *reader) (ignored bool, err *Error) {
 		switch string(tag) {
 		case "BlockStored", "BlockRemoved", "AllBlocksCleared":
 		case "":
-			return false, errf(KindUnknownEventTag, "event map without a string \"type\"")
+			return errf(KindUnknownEventTag, "event map without a string \"type\"")
 		default:
-			return false, errf(KindUnknownEventTag, "tag %.64q", tag)
+			return errf(KindUnknownEventTag, "tag %.64q", tag)
 		}
 		r.off = body
 		for i := 0; i < n; i++ {
 			k, _ := r.str()
 			if err := st.field(r, mapField(k), &f); err != nil {
-				return false, err
+				return err
 			}
 		}
 	default:
-		return false, errf(KindMalformed, "event is neither array nor map")
+		return errf(KindMalformed, "event is neither array nor map")
 	}
 	switch string(tag) {
 	case "BlockStored":
 		return st.finishStored(&f)
 	case "BlockRemoved":
 		if !f.hasHashes {
-			return false, errf(KindBadField, "BlockRemoved without block_hashes")
+			return errf(KindBadField, "BlockRemoved without block_hashes")
 		}
-		st.removed = append(st.removed, BlockRemoved{Medium: f.medium, AllTiers: !f.hasMedium})
+		st.removed = append(st.removed, BlockRemoved{Medium: f.medium, AllTiers: !f.hasMedium, Group: f.group})
 		st.spans = append(st.spans, span{h0: f.h0, h1: f.h1})
 		st.kinds = append(st.kinds, KindBlockRemoved)
 	default:
 		st.kinds = append(st.kinds, KindAllBlocksCleared)
 	}
-	return false, nil
+	return nil
 }
 
-func (st *decodeState) finishStored(f *evFields) (bool, *Error) {
+func (st *decodeState) finishStored(f *evFields) *Error {
 	if !f.hasHashes || !f.hasTokens || !f.hasBlockSize {
-		return false, errf(KindBadField, "BlockStored lacks block_hashes, token_ids or block_size")
+		return errf(KindBadField, "BlockStored lacks block_hashes, token_ids or block_size")
 	}
 	nh, nt := f.h1-f.h0, f.t1-f.t0
 	if nh == 0 {
-		return false, errf(KindBadField, "BlockStored with no block hashes")
+		return errf(KindBadField, "BlockStored with no block hashes")
 	}
 	if f.blockSize <= 0 || f.blockSize > int64(st.lim.MaxTokensPerEvent) {
-		return false, errf(KindBadField, "block_size %d out of range", f.blockSize)
+		return errf(KindBadField, "block_size %d out of range", f.blockSize)
 	}
 	bs := int(f.blockSize)
+	sparse := false
 	switch {
 	case nt == bs*nh:
-	case nh == 1 && nt > 0 && nt < bs:
+	case nh == 1 && nt > 0 && nt < bs && !f.hasGroup:
 		// SGLang short last page reported with the full page size.
 		bs = nt
+	case f.hasGroup || !f.kind.PrefixGroup():
+		// A group that skipped (null) blocks: valid, but not a prefix.
+		sparse = true
+		f.t1 = f.t0
+		st.tokens = st.tokens[:f.t0]
 	default:
-		return false, errf(KindTokenCountMismatch, "%d token ids for %d blocks of %d", nt, nh, bs)
+		return errf(KindTokenCountMismatch, "%d token ids for %d blocks of %d", nt, nh, bs)
 	}
 	if f.extra != nil && len(f.extra) != nh {
-		return false, errf(KindBadField, "%d extra_keys entries for %d blocks", len(f.extra), nh)
-	}
-	if f.ignore {
-		return true, nil
+		return errf(KindBadField, "%d extra_keys entries for %d blocks", len(f.extra), nh)
 	}
 	lora := string(f.loraName)
 	if lora == "" && f.hasLoRAID {
 		lora = "#" + strconv.FormatInt(f.loraID, 10)
+	}
+	salt := string(f.salt)
+	extra := f.extra
+	if extra != nil {
+		extra, salt = namespaceExtraKeys(extra, f, salt)
 	}
 	st.stored = append(st.stored, BlockStored{
 		ParentHash: f.parent,
@@ -469,12 +500,16 @@ func (st *decodeState) finishStored(f *evFields) (bool, *Error) {
 		BlockSize:  bs,
 		LoRAName:   lora,
 		Medium:     f.medium,
-		ExtraKeys:  f.extra,
-		CacheSalt:  string(f.salt),
+		ExtraKeys:  extra,
+		CacheSalt:  salt,
+		Group:      f.group,
+		GroupKind:  f.kind,
+		Sparse:     sparse,
+		Lookahead:  f.lookahead,
 	})
 	st.spans = append(st.spans, span{h0: f.h0, h1: f.h1, t0: f.t0, t1: f.t1})
 	st.kinds = append(st.kinds, KindBlockStored)
-	return false, nil
+	return nil
 }
 
 func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
@@ -515,10 +550,11 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 		}
 		f.t0 = len(st.tokens)
 		for i := 0; i < n; i++ {
-			t, err := token(r)
+			t, pair, err := token(r)
 			if err != nil {
 				return err
 			}
+			f.lookahead = f.lookahead || pair
 			st.tokens = append(st.tokens, t)
 		}
 		f.t1, f.hasTokens = len(st.tokens), true
@@ -603,20 +639,134 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 			return errf(KindBadField, "kv_cache_spec_kind is not a string")
 		}
 		s, _ := r.str()
-		f.ignore = !reusablePrefixKind(s)
+		f.kind = groupKind(s)
+	case fGroup:
+		if r.isNil() {
+			return nil
+		}
+		v, neg, ok := r.integer()
+		if !ok || neg || v > math.MaxInt32 {
+			return errf(KindBadField, "group_idx is not an integer in [0, 2^31)")
+		}
+		f.group, f.hasGroup = int32(v), true
+	case fLookahead:
+		if r.isNil() {
+			return nil
+		}
+		n, err := r.arrayLen()
+		if err != nil {
+			return errf(KindBadField, "lookahead_token_ids is not an array")
+		}
+		for i := 0; i < n; i++ {
+			_ = r.skip()
+		}
+		f.lookahead = f.lookahead || n > 0
 	default:
 		return r.skip()
 	}
 	return nil
 }
 
-// reusablePrefixKind reports whether a KV-cache group kind describes a
-// reusable full prefix. Unknown kinds are assumed to be full attention
-// variants (MLA and the like); only windowed and state-space kinds are not.
-func reusablePrefixKind(kind []byte) bool {
+// groupKind classifies a kv_cache_spec_kind string. Kinds not known to be
+// windowed or state-space are taken as full attention variants (MLA and the
+// like).
+func groupKind(kind []byte) GroupKind {
 	k := bytes.ToLower(kind)
-	return !bytes.Contains(k, []byte("sliding")) && !bytes.Contains(k, []byte("mamba")) &&
-		!bytes.Contains(k, []byte("local")) && !bytes.Contains(k, []byte("window"))
+	switch {
+	case bytes.Contains(k, []byte("sliding")) || bytes.Contains(k, []byte("local")) || bytes.Contains(k, []byte("window")):
+		return GroupKindWindowed
+	case bytes.Contains(k, []byte("mamba")) || bytes.Contains(k, []byte("state")) || bytes.Contains(k, []byte("linear")):
+		return GroupKindState
+	default:
+		return GroupKindFull
+	}
+}
+
+// namespaceExtraKeys removes from vLLM's per-block extra keys what sluice
+// expresses as a namespace instead, and returns the remaining keys (nil
+// when none is left) and the cache salt. vLLM builds a block's extra keys
+// as (multimodal keys…, LoRA name, cache salt on the first block of a
+// request, prompt-embedding hash): elements equal to the event's lora_name
+// (or lora_id) go; on the first block of a chain (no parent), a single
+// string left over is the cache salt — if it is really a multimodal hash,
+// reading it as a salt still keeps the blocks away from every request that
+// lacks it. Whatever else is left makes its block unmatchable by a request
+// that has no extra keys, which Decide cannot express.
+func namespaceExtraKeys(extra []string, f *evFields, salt string) ([]string, string) {
+	var out []string
+	for i, raw := range extra {
+		if raw == "" {
+			continue
+		}
+		keep := keptExtraElems(raw, f)
+		if i == 0 && !f.hasParent && len(keep) == 1 {
+			r := reader{b: keep[0]}
+			if r.isStr() {
+				s, _ := r.str()
+				if salt == "" {
+					salt = string(s)
+				}
+				if salt == string(s) {
+					keep = nil
+				}
+			}
+		}
+		if len(keep) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make([]string, len(extra))
+		}
+		out[i] = encodeElems(keep)
+	}
+	return out, salt
+}
+
+// keptExtraElems splits one block's raw extra keys (a msgpack array, or a
+// single value) into element encodings, minus the adapter's name or id.
+func keptExtraElems(raw string, f *evFields) [][]byte {
+	r := reader{b: []byte(raw)}
+	n := 1
+	if r.isArray() {
+		n, _ = r.arrayLen()
+	}
+	var keep [][]byte
+	for j := 0; j < n; j++ {
+		start := r.off
+		if err := r.skip(); err != nil {
+			break
+		}
+		elem := r.b[start:r.off]
+		er := reader{b: elem}
+		switch {
+		case len(f.loraName) > 0 && er.isStr():
+			if s, _ := er.str(); string(s) == string(f.loraName) {
+				continue
+			}
+		case f.hasLoRAID && er.isInt():
+			if v, _, _ := er.integer(); int64(v) == f.loraID {
+				continue
+			}
+		}
+		keep = append(keep, elem)
+	}
+	return keep
+}
+
+// encodeElems encodes elements as one msgpack array, so a block's extra
+// keys that lost nothing keep their wire encoding.
+func encodeElems(elems [][]byte) string {
+	var b []byte
+	switch n := len(elems); {
+	case n < 16:
+		b = append(b, 0x90|byte(n))
+	default:
+		b = append(b, 0xdc, byte(n>>8), byte(n))
+	}
+	for _, e := range elems {
+		b = append(b, e...)
+	}
+	return string(b)
 }
 
 func (st *decodeState) metadata(r *reader, f *evFields) *Error {
@@ -671,24 +821,26 @@ func hash(r *reader) (uint64, *Error) {
 	return 0, errf(KindBadHash, "hash of msgpack type 0x%02x", c)
 }
 
-func token(r *reader) (uint32, *Error) {
-	if r.isArray() { // EAGLE bigram [t[i], t[i+1]]
+// token reads one token id, or the first of an SGLang EAGLE bigram
+// [t[i], t[i+1]] (pair reports which).
+func token(r *reader) (t uint32, pair bool, err *Error) {
+	if r.isArray() {
 		n, _ := r.arrayLen()
 		if n == 0 {
-			return 0, errf(KindBadToken, "empty token pair")
+			return 0, false, errf(KindBadToken, "empty token pair")
 		}
-		t, err := token(r)
-		if err != nil {
-			return 0, err
+		v, neg, ok := r.integer()
+		if !ok || neg || v > math.MaxUint32 {
+			return 0, false, errf(KindBadToken, "token pair element is not a uint32")
 		}
 		for i := 1; i < n; i++ {
 			_ = r.skip()
 		}
-		return t, nil
+		return uint32(v), true, nil
 	}
 	v, neg, ok := r.integer()
 	if !ok || neg || v > math.MaxUint32 {
-		return 0, errf(KindBadToken, "token id is not a uint32")
+		return 0, false, errf(KindBadToken, "token id is not a uint32")
 	}
-	return uint32(v), nil
+	return uint32(v), false, nil
 }

@@ -39,6 +39,7 @@ func TestDecodeGolden(t *testing.T) {
 			}}, 0},
 			want: Batch{Time: tsTime, DPRank: 0, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
 				BlockHashes: []uint64{15760518052499183552}, TokenIDs: qwenTokens, BlockSize: 16, Medium: MediumGPU,
+				GroupKind: GroupKindFull,
 			}}}},
 		},
 		{
@@ -52,6 +53,7 @@ func TestDecodeGolden(t *testing.T) {
 				{Kind: KindBlockStored, Stored: &BlockStored{
 					BlockHashes: []uint64{1 << 63, 2}, ParentHash: 99, HasParent: true, TokenIDs: tokens32, BlockSize: 16,
 					LoRAName: "adapter-a", Medium: MediumCPU, ExtraKeys: []string{"", "\x92\xa9mm-hash-1\x07"},
+					GroupKind: GroupKindFull,
 				}},
 				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{1 << 63}, Medium: MediumCPU}},
 			}},
@@ -98,15 +100,15 @@ func TestDecodeGolden(t *testing.T) {
 		{
 			name: "sglang_positional_metadata",
 			build: []any{tsFloat, []any{
-				[]any{"BlockStored", []int64{-42, 42}, int64(-7), seq(0, 8), 4, nil, "CPU_TIER2",
+				[]any{"BlockStored", []int64{-42, 42}, int64(-7), seq(0, 8), 4, nil, "CPU_PINNED",
 					omap{{"cache_salt", "tenant-1"}, {"session_id", "s-9"}}},
-				[]any{"BlockRemoved", []int64{-42}, "CPU_TIER1"},
+				[]any{"BlockRemoved", []int64{-42}, "CPU_PINNED"},
 				[]any{"BlockStored", []int64{43}, int64(42), seq(8, 3), 3, nil, nil}, // short last page
 			}, 1},
 			want: Batch{Time: tsTime, DPRank: 1, HasRank: true, Events: []Event{
 				{Kind: KindBlockStored, Stored: &BlockStored{
 					BlockHashes: []uint64{uint64(1<<64 - 42), 42}, ParentHash: uint64(1<<64 - 7), HasParent: true,
-					TokenIDs: seq(0, 8), BlockSize: 4, Medium: MediumDisk, CacheSalt: "tenant-1",
+					TokenIDs: seq(0, 8), BlockSize: 4, Medium: MediumCPU, CacheSalt: "tenant-1",
 				}},
 				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 42)}, Medium: MediumCPU}},
 				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{43}, ParentHash: 42, HasParent: true, TokenIDs: seq(8, 3), BlockSize: 3}},
@@ -118,7 +120,7 @@ func TestDecodeGolden(t *testing.T) {
 				[]any{"BlockStored", []int64{11}, nil, [][]uint32{{1, 2}, {2, 3}, {3, 4}, {4, 5}}, 4},
 			}, 0},
 			want: Batch{Time: tsTime, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
-				BlockHashes: []uint64{11}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4,
+				BlockHashes: []uint64{11}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Lookahead: true,
 			}}}},
 		},
 		{
@@ -138,9 +140,82 @@ func TestDecodeGolden(t *testing.T) {
 				[]any{"BlockStored", []uint64{2}, nil, seq(0, 16), 16, nil, nil, nil, nil, 2, "mamba", nil},
 				[]any{"BlockStored", []uint64{3}, nil, seq(0, 16), 16, nil, "GPU", nil, nil, 0, "full_attention", nil},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Ignored: 2, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
-				BlockHashes: []uint64{3}, TokenIDs: seq(0, 16), BlockSize: 16,
-			}}}},
+			// Every group's events are returned; the index decides which it keeps.
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 1, GroupKind: GroupKindWindowed}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 2, GroupKind: GroupKindState}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{3}, TokenIDs: seq(0, 16), BlockSize: 16, GroupKind: GroupKindFull}},
+			}},
+		},
+		{
+			// vLLM 0.33 GPU block pool, hybrid model: every group sends the same
+			// hashes and tokens without kv_cache_spec_kind; the sliding-window
+			// group skips null blocks, so its token count does not line up.
+			name: "vllm_033_hybrid_gpu_pool",
+			build: []any{tsFloat, []any{
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{10, 11}}, {"parent_block_hash", nil},
+					{"token_ids", seq(0, 32)}, {"block_size", 16}, {"lora_id", nil}, {"medium", "GPU"}, {"lora_name", nil},
+					{"extra_keys", nil}, {"group_idx", 0}, {"kv_cache_spec_kind", nil}, {"kv_cache_spec_sliding_window", nil},
+					{"locality", "LOCAL"}, {"ownership", nil}, {"session_id", nil}, {"lookahead_token_ids", nil}},
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{10, 11}}, {"parent_block_hash", nil},
+					{"token_ids", seq(0, 32)}, {"block_size", 16}, {"medium", "GPU"}, {"group_idx", 1}},
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{13}}, {"parent_block_hash", uint64(11)},
+					{"token_ids", seq(32, 32)}, {"block_size", 16}, {"medium", "GPU"}, {"group_idx", 1}},
+				omap{{"type", "BlockRemoved"}, {"block_hashes", []uint64{10}}, {"medium", "GPU"}, {"group_idx", 1},
+					{"locality", "LOCAL"}, {"ownership", nil}},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16, Group: 1}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{13}, ParentHash: 11, HasParent: true,
+					BlockSize: 16, Group: 1, Sparse: true}},
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{10}, Group: 1}},
+			}},
+		},
+		{
+			// vLLM 0.33 with a LoRA adapter, a cache salt (both folded into
+			// extra_keys), EAGLE lookahead tokens and offloading to storage.
+			name: "vllm_033_lora_salt_eagle",
+			build: []any{tsFloat, []any{
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{20, 21}}, {"parent_block_hash", nil},
+					{"token_ids", seq(100, 32)}, {"block_size", 16}, {"lora_id", 1}, {"medium", "STORAGE"}, {"lora_name", "sql-lora"},
+					{"extra_keys", []any{[]any{"sql-lora", "salt-A"}, []any{"sql-lora"}}}, {"group_idx", 0},
+					{"kv_cache_spec_kind", "full_attention"}, {"session_id", "s-1"}, {"lookahead_token_ids", []uint32{7, 8}}},
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{22}}, {"parent_block_hash", uint64(21)},
+					{"token_ids", seq(132, 16)}, {"block_size", 16}, {"lora_name", "sql-lora"},
+					{"extra_keys", []any{[]any{"sql-lora", "mm-abc"}}}},
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{30}}, {"parent_block_hash", nil},
+					{"token_ids", seq(0, 16)}, {"block_size", 16}, {"medium", "CPU"},
+					{"extra_keys", []any{[]any{"mm-img", 3}}}},
+				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{31}}, {"parent_block_hash", nil},
+					{"token_ids", seq(0, 16)}, {"block_size", 16}, {"medium", "HBM_NEXT"}},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{20, 21}, TokenIDs: seq(100, 32), BlockSize: 16,
+					LoRAName: "sql-lora", Medium: MediumDisk, CacheSalt: "salt-A", GroupKind: GroupKindFull, Lookahead: true}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{22}, ParentHash: 21, HasParent: true,
+					TokenIDs: seq(132, 16), BlockSize: 16, LoRAName: "sql-lora", ExtraKeys: []string{"\x91\xa6mm-abc"}}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{30}, TokenIDs: seq(0, 16), BlockSize: 16,
+					Medium: MediumCPU, ExtraKeys: []string{"\x92\xa6mm-img\x03"}}},
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{31}, TokenIDs: seq(0, 16), BlockSize: 16,
+					Medium: MediumUnknown}},
+			}},
+		},
+		{
+			// SGLang 0.5.23 map events: cache_salt and lora_name as keys, the
+			// HiCache host tier.
+			name: "sglang_0523_map",
+			build: []any{tsFloat, []any{
+				omap{{"type", "BlockStored"}, {"block_hashes", []int64{-5, 6}}, {"parent_block_hash", nil},
+					{"token_ids", seq(0, 2)}, {"block_size", 1}, {"lora_id", nil}, {"medium", "CPU_PINNED"},
+					{"cache_salt", "t1"}, {"session_id", nil}, {"lora_name", "ad"}},
+				omap{{"type", "BlockRemoved"}, {"block_hashes", []int64{-5}}, {"medium", "CPU_PINNED"}},
+			}, 0},
+			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
+				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{uint64(1<<64 - 5), 6}, TokenIDs: seq(0, 2), BlockSize: 1,
+					LoRAName: "ad", Medium: MediumCPU, CacheSalt: "t1"}},
+				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 5)}, Medium: MediumCPU}},
+			}},
 		},
 		{
 			name: "bad_events_skipped",
@@ -266,8 +341,9 @@ func TestDecodeEventLimits(t *testing.T) {
 
 func TestParseMedium(t *testing.T) {
 	for in, want := range map[string]Medium{
-		"": MediumGPU, "GPU": MediumGPU, "gpu": MediumGPU, "CPU": MediumCPU, "CPU_TIER1": MediumCPU,
-		"CPU_TIER2": MediumDisk, "DISK": MediumDisk, "EXTERNAL": MediumExternal, "NVME": MediumUnknown,
+		"": MediumGPU, "GPU": MediumGPU, "gpu": MediumGPU, "CPU": MediumCPU, "CPU_PINNED": MediumCPU,
+		"STORAGE": MediumDisk, "DISK": MediumDisk, "EXTERNAL": MediumExternal,
+		"NVME": MediumUnknown, "CPU_TIER2": MediumUnknown,
 	} {
 		if got := ParseMedium(in); got != want {
 			t.Errorf("ParseMedium(%q) = %v, want %v", in, got, want)
@@ -292,7 +368,14 @@ func FuzzDecodeMsgpack(f *testing.F) {
 			switch ev.Kind {
 			case KindBlockStored:
 				s := ev.Stored
-				if s == nil || len(s.BlockHashes) == 0 || s.BlockSize <= 0 || len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes) {
+				if s == nil || len(s.BlockHashes) == 0 || s.BlockSize <= 0 {
+					t.Fatalf("event %d: invalid BlockStored %+v", i, s)
+				}
+				if s.Sparse {
+					if len(s.TokenIDs) != 0 {
+						t.Fatalf("event %d: sparse BlockStored with %d tokens", i, len(s.TokenIDs))
+					}
+				} else if len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes) {
 					t.Fatalf("event %d: invalid BlockStored %+v", i, s)
 				}
 				if s.ExtraKeys != nil && len(s.ExtraKeys) != len(s.BlockHashes) {
@@ -314,7 +397,8 @@ func FuzzDecodeMsgpack(f *testing.F) {
 func fuzzSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
 	for _, name := range []string{"vllm_026_map_events", "vllm_positional_full", "vllm_positional_trailing_omitted",
-		"vllm_map_batch", "sglang_positional_metadata", "sglang_eagle_pairs", "vllm_bin_hashes", "hybrid_model_groups", "bad_events_skipped"} {
+		"vllm_map_batch", "sglang_positional_metadata", "sglang_eagle_pairs", "vllm_bin_hashes", "hybrid_model_groups", "bad_events_skipped",
+		"vllm_033_hybrid_gpu_pool", "vllm_033_lora_salt_eagle", "sglang_0523_map"} {
 		b, err := readFixture(name)
 		if err != nil {
 			tb.Fatalf("seed %s: %v", name, err)
@@ -322,4 +406,60 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		out = append(out, b)
 	}
 	return out
+}
+
+// TestDecodePageSizeOneLongPrompt: SGLang with page size 1 merges a long
+// prompt into one event with one hash per token; 100k tokens must decode
+// (they were dropped as absurd_size above 65,536).
+func TestDecodePageSizeOneLongPrompt(t *testing.T) {
+	const n = 100_000
+	hashes := make([]int64, n)
+	for i := range hashes {
+		hashes[i] = -int64(i) - 1
+	}
+	payload := encode(t, []any{tsFloat, []any{
+		[]any{"BlockStored", hashes, nil, seq(0, n), 1, nil, "GPU", omap{{"cache_salt", nil}}},
+	}, 0})
+	b, err := DecodeMsgpack(payload)
+	if err != nil {
+		t.Fatalf("DecodeMsgpack(%d-hash event) error: %v", n, err)
+	}
+	if len(b.Skipped) != 0 || len(b.Events) != 1 {
+		t.Fatalf("DecodeMsgpack(%d-hash event) = %d events, skipped %v; want 1 event", n, len(b.Events), b.Skipped)
+	}
+	s := b.Events[0].Stored
+	if len(s.BlockHashes) != n || len(s.TokenIDs) != n || s.BlockSize != 1 || s.TokenIDs[n-1] != n-1 {
+		t.Errorf("stored %d hashes, %d tokens, block size %d; want %d, %d, 1", len(s.BlockHashes), len(s.TokenIDs), s.BlockSize, n, n)
+	}
+}
+
+// TestDecodeSparseNeedsAGroup: a token count that does not line up is a
+// sliding-window group's skipped null blocks only when the event names its
+// group; otherwise it stays a bad event.
+func TestDecodeSparseNeedsAGroup(t *testing.T) {
+	payload := encode(t, []any{tsFloat, []any{
+		omap{{"type", "BlockStored"}, {"block_hashes", []uint64{1, 2}}, {"token_ids", seq(0, 20)}, {"block_size", 16}, {"group_idx", 3}},
+		omap{{"type", "BlockStored"}, {"block_hashes", []uint64{1, 2}}, {"token_ids", seq(0, 20)}, {"block_size", 16},
+			{"kv_cache_spec_kind", "sliding_window"}},
+		omap{{"type", "BlockStored"}, {"block_hashes", []uint64{1, 2}}, {"token_ids", seq(0, 20)}, {"block_size", 16}},
+		omap{{"type", "BlockStored"}, {"block_hashes", []uint64{1}}, {"token_ids", seq(0, 20)}, {"block_size", 16}, {"group_idx", -1}},
+	}, 0})
+	b, err := DecodeMsgpack(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sparse []bool
+	for _, ev := range b.Events {
+		sparse = append(sparse, ev.Stored.Sparse)
+	}
+	var kinds []ErrorKind
+	for _, e := range b.Skipped {
+		kinds = append(kinds, e.Kind)
+	}
+	if diff := cmp.Diff([]bool{true, true}, sparse); diff != "" {
+		t.Errorf("Decode() sparse flags mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]ErrorKind{KindTokenCountMismatch, KindBadField}, kinds); diff != "" {
+		t.Errorf("Decode() skipped kinds mismatch (-want +got):\n%s", diff)
+	}
 }

@@ -13,8 +13,10 @@ import "time"
 type Medium uint8
 
 // Storage tiers. MediumGPU is also what an untagged (nil) medium means.
-// MediumUnknown is a medium string sluice does not recognise; the index
-// ignores stores with it rather than guessing a tier.
+// MediumUnknown is a medium string sluice does not recognise (a tier newer
+// than this code): the event still applies, the index keeps such blocks in
+// a tier of their own so chains and removals stay consistent, and
+// ingestion counts the events.
 const (
 	MediumGPU Medium = iota
 	MediumCPU
@@ -39,17 +41,18 @@ func (m Medium) String() string {
 	}
 }
 
-// ParseMedium maps an engine's medium string to a tier, case-insensitively:
-// "" and "GPU" are GPU; "CPU" and "CPU_TIER1" (SGLang) are CPU; "CPU_TIER2"
-// (SGLang) and "DISK" are disk; "EXTERNAL" is external. Anything else is
-// MediumUnknown.
+// ParseMedium maps an engine's medium string to a tier, case-insensitively.
+// These are the strings current engines emit (docs/kv-events.md): "" and
+// "GPU" are GPU; "CPU" (vLLM offloading) and "CPU_PINNED" (SGLang HiCache
+// host tier) are CPU; "STORAGE" (vLLM offloading to storage) and "DISK" are
+// disk; "EXTERNAL" is external. Anything else is MediumUnknown.
 func ParseMedium(s string) Medium {
 	switch {
 	case s == "" || equalFold(s, "GPU"):
 		return MediumGPU
-	case equalFold(s, "CPU") || equalFold(s, "CPU_TIER1"):
+	case equalFold(s, "CPU") || equalFold(s, "CPU_PINNED"):
 		return MediumCPU
-	case equalFold(s, "CPU_TIER2") || equalFold(s, "DISK"):
+	case equalFold(s, "STORAGE") || equalFold(s, "DISK"):
 		return MediumDisk
 	case equalFold(s, "EXTERNAL"):
 		return MediumExternal
@@ -98,11 +101,34 @@ func (k Kind) String() string {
 	}
 }
 
+// GroupKind is what an engine declared a KV-cache group to be (vLLM
+// kv_cache_spec_kind). vLLM's GPU block pool does not send it, so
+// GroupKindUnknown is the common case and says nothing.
+type GroupKind uint8
+
+// KV-cache group kinds.
+const (
+	GroupKindUnknown GroupKind = iota
+	// GroupKindFull is full attention; kinds not known to be windowed or
+	// state-space (MLA and the like) count as full.
+	GroupKindFull
+	// GroupKindWindowed is sliding-window or chunked-local attention: only
+	// the last window's blocks matter, and null blocks are skipped.
+	GroupKindWindowed
+	// GroupKindState is a state-space (mamba) group: its blocks are state
+	// checkpoints, not a prefix.
+	GroupKindState
+)
+
+// PrefixGroup reports whether a group of this kind may describe a reusable
+// prefix, as far as the engine said (unknown counts as yes).
+func (k GroupKind) PrefixGroup() bool { return k == GroupKindUnknown || k == GroupKindFull }
+
 // BlockStored reports one or more blocks that became full and cached, in
 // chain order. BlockHashes are the engine's own hashes (only used to resolve
 // later parents and removals); TokenIDs cover the blocks, BlockSize tokens
 // each, except that an SGLang short last page is reported as one block whose
-// BlockSize is its length.
+// BlockSize is its length, and that a Sparse event has no TokenIDs.
 type BlockStored struct {
 	BlockHashes []uint64
 	// ParentHash is the engine hash of the block before BlockHashes[0];
@@ -115,21 +141,45 @@ type BlockStored struct {
 	// only a numeric id, or "" for the base model.
 	LoRAName string
 	Medium   Medium
-	// ExtraKeys is nil when no block carries extra keys (the text-only
-	// case); otherwise it has one entry per block: "" for none, else an
-	// opaque, deterministic encoding of the engine's extra keys (multimodal
-	// hashes and the like).
+	// ExtraKeys is nil when no block carries extra keys beyond what a
+	// namespace expresses (the text-only case, with or without LoRA and
+	// salt); otherwise it has one entry per block: "" for none, else an
+	// opaque, deterministic encoding of the engine's remaining extra keys
+	// (multimodal or prompt-embedding hashes). The adapter's own name or id
+	// and the cache salt that vLLM folds into extra keys are removed first
+	// (the salt moves to CacheSalt); see docs/kv-events.md.
 	ExtraKeys []string
-	// CacheSalt is the per-request cache salt (SGLang metadata), "" if none.
+	// CacheSalt is the per-request cache salt (SGLang cache_salt or
+	// metadata.cache_salt; vLLM's from the first block's extra keys), "" if
+	// none.
 	CacheSalt string
+	// Group is the engine's KV-cache group (vLLM group_idx); 0 when the
+	// engine sent none, as single-group engines do.
+	Group int32
+	// GroupKind is the group's declared kind, GroupKindUnknown if none.
+	GroupKind GroupKind
+	// Sparse marks an event of a group that left blocks out (a
+	// sliding-window group skips null blocks), so its token ids do not line
+	// up with its hashes: TokenIDs is nil and BlockSize is as sent. Such a
+	// group does not describe a reusable prefix. Only an event that names
+	// its group (group_idx, or a windowed or state kind) is read as sparse;
+	// any other mismatched token count is invalid.
+	Sparse bool
+	// Lookahead reports that the engine's hashes of these blocks cover
+	// tokens beyond them (vLLM EAGLE lookahead_token_ids, SGLang EAGLE
+	// bigram pairs), so the last block of a matched prefix is only reusable
+	// by a request that continues with those tokens.
+	Lookahead bool
 }
 
 // BlockRemoved reports blocks the engine evicted from one tier, or from all
-// tiers when AllTiers (the engine sent no medium).
+// tiers when AllTiers (the engine sent no medium), in one KV-cache group.
 type BlockRemoved struct {
 	BlockHashes []uint64
 	Medium      Medium
 	AllTiers    bool
+	// Group is the engine's KV-cache group (vLLM group_idx), 0 if none.
+	Group int32
 }
 
 // AllBlocksCleared reports that the engine dropped its whole cache.
@@ -155,7 +205,4 @@ type Batch struct {
 	// Skipped lists the events that were dropped because they were invalid,
 	// in input order; the other events are in Events and should be applied.
 	Skipped []*Error
-	// Ignored counts events dropped on purpose: those of KV-cache groups
-	// that do not describe a reusable prefix (sliding window, mamba).
-	Ignored int
 }
