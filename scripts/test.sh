@@ -33,6 +33,8 @@ source "$ROOT/scripts/lib/common.sh"
 source "$ROOT/scripts/lib/postgres.sh"
 # shellcheck source=lib/kafka.sh
 source "$ROOT/scripts/lib/kafka.sh"
+# shellcheck source=lib/pyenv.sh
+source "$ROOT/scripts/lib/pyenv.sh"
 
 STEP="setup"
 DONE=()
@@ -131,6 +133,12 @@ else
     log "SLUICE_TEST_KAFKA_BROKERS is set: using $SLUICE_TEST_KAFKA_BROKERS"
   fi
   DONE+=("services")
+  # The engine interop test's Python (real vLLM/SGLang wheels), cached; only when it runs.
+  if pyenv_wanted "${PKGS[@]}"; then
+    STEP="python venv"
+    pyenv_setup
+    DONE+=("pyenv")
+  fi
 fi
 
 # --- tests -----------------------------------------------------------------------------
