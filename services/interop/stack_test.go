@@ -37,6 +37,12 @@ const (
 	maxTokenIDs = 200_000
 )
 
+// declareLoRA makes the decider's worker entries declare lora_adapters. The decider's
+// configuration does not know that field yet (the proto has it, state/config not), and
+// rejects unknown fields, so it stays off until it does; the LoRA subtests that depend on
+// it say so.
+const declareLoRA = false
+
 var quick = &http.Client{Timeout: 10 * time.Second}
 
 // engine is one engine of the fleet: a Python process running the real vLLM or SGLang
@@ -69,6 +75,7 @@ type stack struct {
 	configPath         string
 
 	deciderHTTP, deciderGRPC string
+	linkHTTP                 string
 	decider, link            *process
 	engines                  map[string]*engine
 	order                    []string
@@ -87,8 +94,9 @@ func startStack(t *testing.T, defs []*engine) *stack {
 	bin := buildSluice(t, dir)
 	s := &stack{procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
 		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
-	ports := freePorts(t, 2)
-	used := map[int]bool{ports[0]: true, ports[1]: true}
+	ports := freePorts(t, 3)
+	used := map[int]bool{ports[0]: true, ports[1]: true, ports[2]: true}
+	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[2])
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
 	for _, e := range defs {
@@ -123,42 +131,48 @@ func startStack(t *testing.T, defs []*engine) *stack {
 	return s
 }
 
-// startLink starts `sluice enginelink` in fleet mode on the same configuration file: it
-// reads the engines' kv_events_endpoint / kv_replay_endpoint / metrics_url / dp_size from
-// the workers and forwards to the run's topics.
+// startLink starts `sluice enginelink` on an engines file (static mode) listing every
+// engine's KV-event, replay and metrics endpoints and DP size.
 func (s *stack) startLink(t *testing.T) {
 	t.Helper()
+	path := filepath.Join(s.dir, "engines.yaml")
+	if err := os.WriteFile(path, []byte(s.enginesYAML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("enginelink engines:\n%s", s.enginesYAML())
 	s.link = s.procs.start(t, "enginelink", "enginelink",
-		"-config", s.configPath,
+		"-engines", path, "-http-addr", s.linkHTTP,
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		"-scrape-interval", "250ms",
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && s.link.running() {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !s.link.running() {
-		t.Fatalf("enginelink exited at start-up (%v); see its log below", s.link.waitErr)
-	}
+	waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
 }
 
-// configYAML is the decider's and the link's configuration: every engine with its KV-event,
-// replay and metrics endpoints, and one cache_aware bucket for model.
+// enginesYAML is the link's -engines file.
+func (s *stack) enginesYAML() string {
+	var b strings.Builder
+	for _, id := range s.order {
+		e := s.engines[id]
+		fmt.Fprintf(&b, "- id: %s\n  model: %s\n  engine: %s\n", e.id, model, e.kind)
+		fmt.Fprintf(&b, "  kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
+		if e.replay {
+			fmt.Fprintf(&b, "  kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
+		}
+		fmt.Fprintf(&b, "  metrics_url: %q\n", e.url()+"/metrics")
+		fmt.Fprintf(&b, "  dp_size: %d\n", e.dpSize)
+	}
+	return b.String()
+}
+
+// configYAML is the decider's configuration: every engine and one cache_aware bucket for
+// model. Engines that serve LoRA adapters declare them (lora_adapters).
 func (s *stack) configYAML() string {
 	var b strings.Builder
 	b.WriteString("workers:\n")
 	for _, id := range s.order {
 		e := s.engines[id]
 		fmt.Fprintf(&b, "  - id: %s\n    url: %q\n    models: [%s]\n    role: plain\n", e.id, e.url(), model)
-		fmt.Fprintf(&b, "    kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
-		if e.replay {
-			fmt.Fprintf(&b, "    kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
-		}
-		fmt.Fprintf(&b, "    metrics_url: %q\n", e.url()+"/metrics")
-		if e.dpSize > 1 {
-			fmt.Fprintf(&b, "    dp_size: %d\n", e.dpSize)
-		}
-		if len(e.lora) > 0 {
+		if len(e.lora) > 0 && declareLoRA {
 			fmt.Fprintf(&b, "    lora_adapters: [%s]\n", strings.Join(e.lora, ", "))
 		}
 	}
