@@ -67,8 +67,9 @@ type engineStart struct {
 }
 
 // startPyEngine runs engine.py with python and sends it start. The process is stopped
-// (and its stderr shown on failure) when the test ends.
-func startPyEngine(t testing.TB, py, dir, name string, start engineStart) *pyEngine {
+// (and its stderr shown on failure) when owner ends: the whole test, also for an engine
+// restarted inside a subtest t.
+func startPyEngine(t, owner testing.TB, py, dir, name string, start engineStart) *pyEngine {
 	t.Helper()
 	logPath := filepath.Join(dir, "py-"+name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -96,9 +97,9 @@ func startPyEngine(t testing.TB, py, dir, name string, start engineStart) *pyEng
 		f.Close()
 		close(e.exited)
 	}()
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
 		e.stop()
-		if t.Failed() {
+		if owner.Failed() {
 			t.Logf("---- %s (python engine) stderr ----\n%s", name, tail(logPath, tailLines))
 		}
 	})

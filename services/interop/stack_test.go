@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
@@ -35,6 +36,8 @@ const (
 	startTimeout = 60 * time.Second
 	// maxTokenIDs is the decider's -max-token-ids: room for the 100k-token prompt.
 	maxTokenIDs = 200_000
+	// kafkaPartitions matches the test broker's auto-created topics.
+	kafkaPartitions = 4
 )
 
 // declareLoRA makes the decider's worker entries declare lora_adapters. The decider's
@@ -66,6 +69,7 @@ func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.metr
 // `sluice enginelink` forwarding their ZMQ streams and metrics to Kafka, and one
 // `sluice decider` consuming Kafka with a cache_aware bucket.
 type stack struct {
+	owner  testing.TB // the test that owns every process
 	procs  *procs
 	dir    string
 	python string
@@ -92,7 +96,7 @@ func startStack(t *testing.T, defs []*engine) *stack {
 	suffix := randomSuffix()
 	dir := t.TempDir()
 	bin := buildSluice(t, dir)
-	s := &stack{procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
+	s := &stack{owner: t, procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
 		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
 	ports := freePorts(t, 3)
 	used := map[int]bool{ports[0]: true, ports[1]: true, ports[2]: true}
@@ -108,6 +112,7 @@ func startStack(t *testing.T, defs []*engine) *stack {
 		s.engines[e.id] = e
 		s.order = append(s.order, e.id)
 	}
+	createTopics(t, brokers, s.loadTopic, s.kvTopic)
 	s.configPath = filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(s.configPath, []byte(s.configYAML()), 0o600); err != nil {
 		t.Fatal(err)
@@ -195,7 +200,7 @@ func (s *stack) startEngine(t testing.TB, e *engine) {
 		r := "tcp://*:" + strconv.Itoa(e.replayPort)
 		st.ReplayEndpoint = &r
 	}
-	e.py = startPyEngine(t, s.python, s.dir, e.id, st)
+	e.py = startPyEngine(t, s.owner, s.python, s.dir, e.id, st)
 }
 
 // decide runs a dry-run Decide with explain for the given request fields.
@@ -306,6 +311,56 @@ func freeRange(t testing.TB, used map[int]bool, n int) int {
 	}
 	t.Fatalf("no %d consecutive free ports found", n)
 	return 0
+}
+
+// createTopics creates the run's topics with the broker's default settings (so the link's
+// first records find their partitions) and deletes them when the test ends.
+func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := &kafka.CreateTopicsRequest{}
+	for _, topic := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1})
+	}
+	resp, err := c.CreateTopics(ctx, req)
+	if err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+	for topic, err := range resp.Errors {
+		if err != nil {
+			t.Fatalf("create topic %s: %v", topic, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		ready := 0
+		if err == nil {
+			for _, mt := range md.Topics {
+				led := mt.Error == nil && len(mt.Partitions) == kafkaPartitions
+				for _, p := range mt.Partitions {
+					led = led && p.Error == nil && p.Leader.ID >= 0
+				}
+				if led {
+					ready++
+				}
+			}
+		}
+		if ready == len(topics) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topics %v have no partition leaders within 30s (metadata error: %v)", topics, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func randomSuffix() string {
