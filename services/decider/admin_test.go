@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -249,6 +250,19 @@ func TestAdminREST(t *testing.T) {
 		{"drain it", "POST", "/v1/admin/engines/a2:drain", adminToken, `{}`, 200,
 			func(m map[string]any) bool { return strings.Contains(m["summary"].(string), "~a2") }},
 		{"engine is registered", "GET", "/v1/admin/engines/a3", viewerToken, "", 200, nil},
+		{"register an engine with enginelink endpoints", "POST", "/v1/admin/engines", adminToken,
+			`{"engine": {"id": "a4", "url": "http://a4.test:8000", "models": ["chat"], "role": "ROLE_PLAIN", "kvEventsEndpoint": "bind:tcp://127.0.0.1:5600",
+			"kvReplayEndpoint": "tcp://a4.test:5558", "metricsUrl": "http://a4.test:8000/metrics", "dpSize": 2, "loraAdapters": ["chat-sql"]}}`, 200, nil},
+		{"the endpoints are listed", "GET", "/v1/admin/engines/a4", viewerToken, "", 200,
+			func(m map[string]any) bool {
+				e := m["engine"].(map[string]any)
+				return e["kvEventsEndpoint"] == "bind:tcp://127.0.0.1:5600" && e["kvReplayEndpoint"] == "tcp://a4.test:5558" &&
+					e["metricsUrl"] == "http://a4.test:8000/metrics" && e["dpSize"] == float64(2) &&
+					fmt.Sprint(e["loraAdapters"]) == "[chat-sql]"
+			}},
+		{"a bad endpoint names the field", "POST", "/v1/admin/engines", adminToken,
+			`{"engine": {"id": "a5", "url": "http://a5.test:8000", "models": ["chat"], "role": "ROLE_PLAIN", "kvEventsEndpoint": "a5:5557"}}`, 400,
+			func(m map[string]any) bool { return strings.Contains(m["message"].(string), "kv_events_endpoint") }},
 		{"versions", "GET", "/v1/admin/versions?limit=2", viewerToken, "", 200,
 			func(m map[string]any) bool { return len(m["versions"].([]any)) == 2 }},
 		{"rollback to 1", "POST", "/v1/admin/versions/1:rollback", adminToken, `{}`, 200, nil},
@@ -264,8 +278,8 @@ func TestAdminREST(t *testing.T) {
 			t.Errorf("%s: %s %s = %d %v, want %d", s.name, s.method, s.path, status, body, s.status)
 		}
 	}
-	if v := srv.Store().Current(); v.Version != 6 || len(v.Document.Buckets) != 3 {
-		t.Errorf("after rollback: version %d with %d buckets, want version 6 with version 1's 3 buckets", v.Version, len(v.Document.Buckets))
+	if v := srv.Store().Current(); v.Version != 7 || len(v.Document.Buckets) != 3 {
+		t.Errorf("after rollback: version %d with %d buckets, want version 7 with version 1's 3 buckets", v.Version, len(v.Document.Buckets))
 	}
 	resp, err := http.Get("http://" + srv.HTTPAddr() + "/openapi.json")
 	if err != nil {

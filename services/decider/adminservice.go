@@ -67,6 +67,8 @@ func (a *adminService) listEngines(_ context.Context, in *sluicev1.ListEnginesRe
 		h, _ := reg.Health(w.ID)
 		e := &sluicev1.Engine{Id: w.ID, Url: w.URL, Models: slices.Clone(w.Models), Role: roleToProto(w.Role),
 			BootstrapPort: w.BootstrapPort, Labels: w.Labels, Healthy: h.Healthy, HealthReason: h.Reason,
+			KvEventsEndpoint: w.KVEventsEndpoint, KvReplayEndpoint: w.KVReplayEndpoint, MetricsUrl: w.MetricsURL,
+			DpSize: w.DPSize, LoraAdapters: slices.Clone(w.LoRAAdapters),
 			Load: &sluicev1.EngineLoad{Inflight: a.leases.InFlight(w.Slot)}}
 		if v, ok := snap.View(w.Slot); ok {
 			e.Load.LoadKnown = true
@@ -369,7 +371,9 @@ func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
 		return config.WorkerSpec{}, invalidArgument("ENGINE_MISSING", "engine is missing")
 	}
 	w := config.WorkerSpec{ID: e.GetId(), URL: e.GetUrl(), Models: slices.Clone(e.GetModels()), Role: roleFromProto(e.GetRole()),
-		BootstrapPort: e.GetBootstrapPort(), Labels: maps.Clone(e.GetLabels())}
+		BootstrapPort: e.GetBootstrapPort(), Labels: maps.Clone(e.GetLabels()),
+		KVEventsEndpoint: e.GetKvEventsEndpoint(), KVReplayEndpoint: e.GetKvReplayEndpoint(), MetricsURL: e.GetMetricsUrl(),
+		DPSize: e.GetDpSize(), LoRAAdapters: slices.Clone(e.GetLoraAdapters())}
 	if w.Role == "" {
 		return w, &config.ValidationError{Problems: []config.Problem{{Path: "engine.role", Message: "role is unset; use ROLE_PLAIN, ROLE_PREFILL or ROLE_DECODE"}}}
 	}

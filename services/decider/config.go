@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/state/pgstore"
 )
 
 // Config is the decider service's configuration, bound to flags with SLUICE_* environment
@@ -44,6 +45,11 @@ type Config struct {
 	ConfigSnapshot string
 	// PostgresConnectTimeout bounds each connection attempt to Postgres.
 	PostgresConnectTimeout time.Duration
+	// PostgresPingInterval, PostgresQueryTimeout, PostgresWriteTimeout and
+	// PostgresReconnectMax are the Postgres store's deadlines (pgstore.Config): a hung
+	// backend is noticed within ping interval + query timeout, an admin write never waits
+	// longer than the write timeout, and the listener retries at most every reconnect max.
+	PostgresPingInterval, PostgresQueryTimeout, PostgresWriteTimeout, PostgresReconnectMax time.Duration
 	// AdminTokens are comma-separated bearer tokens with the admin (read-write) role.
 	AdminTokens string
 	// ViewerTokens are comma-separated bearer tokens with the viewer (read-only) role.
@@ -77,6 +83,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 
 		PostgresConnectTimeout: 5 * time.Second,
+		PostgresPingInterval:   pgstore.DefaultPingInterval,
+		PostgresQueryTimeout:   pgstore.DefaultQueryTimeout,
+		PostgresWriteTimeout:   pgstore.DefaultWriteTimeout,
+		PostgresReconnectMax:   pgstore.DefaultReconnectMax,
 	}
 }
 
@@ -103,6 +113,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PostgresDSN, "postgres-dsn", c.PostgresDSN, "Postgres configuration store (falls back to DATABASE_URL); empty = file store")
 	fs.StringVar(&c.ConfigSnapshot, "config-snapshot", c.ConfigSnapshot, "last-known configuration file served when Postgres is down at start-up; empty = beside -config; - = none")
 	fs.DurationVar(&c.PostgresConnectTimeout, "postgres-connect-timeout", c.PostgresConnectTimeout, "bound on each Postgres connection attempt")
+	fs.DurationVar(&c.PostgresPingInterval, "postgres-ping-interval", c.PostgresPingInterval, "idle time after which the configuration listener checks its Postgres connection")
+	fs.DurationVar(&c.PostgresQueryTimeout, "postgres-query-timeout", c.PostgresQueryTimeout, "deadline of each statement the configuration store runs itself (ping, reload, reads)")
+	fs.DurationVar(&c.PostgresWriteTimeout, "postgres-write-timeout", c.PostgresWriteTimeout, "server-side deadline of one admin write transaction")
+	fs.DurationVar(&c.PostgresReconnectMax, "postgres-reconnect-max", c.PostgresReconnectMax, "longest wait between configuration listener reconnection attempts (jittered)")
 	fs.StringVar(&c.AdminTokens, "admin-token", c.AdminTokens, "admin (read-write) bearer tokens, comma-separated")
 	fs.StringVar(&c.ViewerTokens, "viewer-token", c.ViewerTokens, "viewer (read-only) bearer tokens, comma-separated")
 	fs.StringVar(&c.AdminTokensFile, "admin-tokens-file", c.AdminTokensFile, "file of role:token lines (role admin or viewer)")
@@ -142,7 +156,9 @@ func (c *Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"config-poll", c.ConfigPoll}, {"lease-ttl", c.LeaseTTL}, {"load-freshness", c.LoadFreshness}, {"shutdown-timeout", c.ShutdownTimeout},
-		{"postgres-connect-timeout", c.PostgresConnectTimeout}, {"affinity-sweep", c.AffinitySweep}}
+		{"postgres-connect-timeout", c.PostgresConnectTimeout}, {"affinity-sweep", c.AffinitySweep},
+		{"postgres-ping-interval", c.PostgresPingInterval}, {"postgres-query-timeout", c.PostgresQueryTimeout},
+		{"postgres-write-timeout", c.PostgresWriteTimeout}, {"postgres-reconnect-max", c.PostgresReconnectMax}}
 	for _, p := range positive {
 		if p.v <= 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: must be positive", p.flag, p.v))

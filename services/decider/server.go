@@ -213,7 +213,9 @@ func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
 			return nil, fmt.Errorf("workers[%d] (%q): %w", i, ws.ID, err)
 		}
 		out = append(out, registry.Worker{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
-			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels})
+			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels,
+			KVEventsEndpoint: ws.KVEventsEndpoint, KVReplayEndpoint: ws.KVReplayEndpoint, MetricsURL: ws.MetricsURL,
+			DPSize: ws.DPSize, LoRAAdapters: ws.LoRAAdapters})
 	}
 	return out, nil
 }

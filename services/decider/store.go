@@ -31,7 +31,8 @@ func openStore(logger *slog.Logger, cfg Config) (config.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.PostgresConnectTimeout)
 	defer cancel()
 	store, err := pgstore.Open(ctx, logger, pgstore.Config{DSN: cfg.PostgresDSN, SnapshotPath: cfg.snapshotPath(),
-		Seed: seed, ConnectTimeout: cfg.PostgresConnectTimeout})
+		Seed: seed, ConnectTimeout: cfg.PostgresConnectTimeout, PingInterval: cfg.PostgresPingInterval,
+		QueryTimeout: cfg.PostgresQueryTimeout, WriteTimeout: cfg.PostgresWriteTimeout, ReconnectMax: cfg.PostgresReconnectMax})
 	if err != nil {
 		return nil, fmt.Errorf("-postgres-dsn: %w", err)
 	}

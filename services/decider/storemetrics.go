@@ -20,7 +20,7 @@ func (s *Server) registerConfigMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_config_listener_connected",
-			Help: "1 while the Postgres LISTEN connection that reloads configuration is up.",
+			Help: "1 while the Postgres LISTEN connection that reloads configuration is up and has answered within ping interval + query timeout; 0 means this replica may be serving a stale configuration.",
 		}, func() float64 {
 			if pg.ListenerStats().Connected {
 				return 1
@@ -31,6 +31,15 @@ func (s *Server) registerConfigMetrics(reg prometheus.Registerer) {
 			Name: "sluice_config_listener_reconnects_total",
 			Help: "Times the configuration listener lost its connection and reconnected.",
 		}, func() float64 { return float64(pg.ListenerStats().Reconnects) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_config_listener_last_contact_timestamp_seconds",
+			Help: "Unix time the configuration listener's Postgres connection last answered (0 = never).",
+		}, func() float64 {
+			if t := pg.ListenerStats().LastContact; !t.IsZero() {
+				return float64(t.UnixNano()) / 1e9
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_config_listener_last_reload_timestamp_seconds",
 			Help: "Unix time the listener last loaded the version in force from Postgres (0 = never).",

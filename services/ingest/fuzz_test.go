@@ -38,6 +38,20 @@ func FuzzDecodeKVProto(f *testing.F) {
 func FuzzDecodeKVRecord(f *testing.F) {
 	f.Add("vllm.msgpack", "1", "2", []byte{0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0x00})
 	f.Add("", "", "", []byte{})
+	// The engine shapes of TestBrokerKVEngineShapes: hybrid groups (a sparse
+	// sliding-window event), LoRA + salt in extra_keys with EAGLE lookahead,
+	// SGLang map form with cache_salt, an unknown medium, seq 0.
+	hybrid := vllmStored([]uint64{1 << 63}, nil, make([]uint32, 16), 1)
+	sparse := vllmStored([]uint64{2}, uint64(1<<63), make([]uint32, 32), 1)
+	lora := vllmStored([]uint64{3, 4}, nil, make([]uint32, 32), 0)
+	lora["lora_name"], lora["medium"], lora["extra_keys"] = "a", "STORAGE", []any{[]any{"a", "salt"}, []any{"a"}}
+	lora["lookahead_token_ids"] = []uint32{1}
+	sg := map[string]any{"type": "BlockStored", "block_hashes": []int64{-1, -2}, "token_ids": []uint32{1, 2}, "block_size": 1,
+		"medium": "CPU_PINNED", "cache_salt": "t", "lora_name": "x"}
+	unknown := vllmStored([]uint64{5}, nil, make([]uint32, 16), 0)
+	unknown["medium"] = "CXL"
+	f.Add(FormatVLLMMsgpack, "1", "0", mpBatch(f, hybrid, sparse, lora, unknown))
+	f.Add(FormatSGLangMsgpack, "1", "0", mpBatch(f, sg))
 	f.Fuzz(func(t *testing.T, format, epoch, seq string, value []byte) {
 		msg := &kafka.Message{Key: []byte("e"), Value: value, Headers: []kafka.Header{
 			{Key: HeaderFormat, Value: []byte(format)}, {Key: HeaderEpoch, Value: []byte(epoch)},

@@ -12,15 +12,20 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/state/kvevents"
+	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
 )
 
 // KVIngester consumes the KV-event topic into the prefix index, enforcing
-// the epoch/seq rules per (engine, rank): a record of an older epoch is
-// ignored; a newer epoch clears the holder before its events apply; a seq
-// at or below the last applied one is a duplicate and skipped (so a replayed
-// record never changes the index twice); a seq gap marks the holder
-// uncertain until its next AllBlocksCleared or new epoch.
+// the epoch/seq rules per (engine, rank) (README.md, docs/kv-events.md): a
+// record of an older epoch is ignored; a newer epoch clears the holder
+// before its events apply, and is uncertain when its first seq is past the
+// format's first (0 for msgpack, 1 for protobuf); a msgpack seq that
+// returns to 0 after a higher one is an engine restart within the epoch and
+// clears the holder too; any other seq at or below the last applied one is
+// a duplicate and skipped (so a replayed record never changes the index
+// twice); a seq gap marks the holder uncertain until its next
+// AllBlocksCleared or new epoch.
 type KVIngester struct {
 	s             *stream
 	slots         *slots.Table
@@ -59,10 +64,12 @@ type KVStats struct {
 	BlocksRemoved  int64 // blocks in applied BlockRemoved events
 	Cleared        int64 // AllBlocksCleared events applied
 	EpochResets    int64 // holders cleared because a newer epoch arrived
-	Gaps           int64 // seq gaps seen
+	SeqResets      int64 // holders cleared because a msgpack seq returned to 0 (restart)
+	Gaps           int64 // seq gaps seen (a new epoch starting past its first seq included)
 	StaleEpoch     int64 // records of an older epoch, ignored
 	Duplicates     int64 // records with seq <= last applied, skipped
-	IgnoredEvents  int64 // events of non-prefix KV groups (sliding window, mamba)
+	IgnoredEvents  int64 // events of KV-cache groups the index does not keep (sliding window, mamba)
+	UnknownMedium  int64 // events naming a medium sluice does not know (applied in a tier of its own)
 	RejectedEvents int64 // events the index rejected or the decoder skipped
 }
 
@@ -202,19 +209,30 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 		idx.Clear(h)
 		k.stats.EpochResets++
 		k.setUncertain(hk, st, false)
-		st.Epoch, st.Seq = rec.epoch, 0
+		st.Epoch = rec.epoch
 		if k.onNewEpoch != nil {
 			k.onNewEpoch(rec.engine, rec.epoch)
 		}
+		if rec.seq > rec.firstSeq {
+			// The new life's first batches never arrived.
+			k.gap(hk, st, rec, rec.firstSeq)
+		}
+	case rec.seq == 0 && rec.firstSeq == 0 && st.Seq > 0:
+		// The ZMQ publisher restarted (its seq starts at 0) without the
+		// bridge moving to a new epoch: its old blocks are gone and its
+		// new ones must not be taken for duplicates. A seq 0 after seq 0
+		// is a duplicate (below); see docs/kv-events.md.
+		idx.Clear(h)
+		k.stats.SeqResets++
+		k.setUncertain(hk, st, false)
+		k.s.logger.Debug("kv seq reset to 0: engine restarted, holder cleared", "engine_id", rec.engine,
+			"rank", rec.rank, "epoch", rec.epoch, "last_seq", st.Seq)
 	case rec.seq <= st.Seq:
 		k.stats.Duplicates++
 		k.s.m.skipped.WithLabelValues("duplicate").Inc()
 		return
-	case st.Seq > 0 && rec.seq > st.Seq+1:
-		k.stats.Gaps++
-		k.s.logger.Debug("kv seq gap: holder uncertain until its next full state", "engine_id", rec.engine,
-			"rank", rec.rank, "epoch", rec.epoch, "last_seq", st.Seq, "seq", rec.seq)
-		k.setUncertain(hk, st, true)
+	case rec.seq > st.Seq+1:
+		k.gap(hk, st, rec, st.Seq+1)
 	}
 	st.Seq = rec.seq
 	k.stats.Batches++
@@ -226,10 +244,6 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 		ev := &rec.batch.Events[i]
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
-			if ev.Stored.Sparse || !ev.Stored.GroupKind.PrefixGroup() {
-				k.stats.IgnoredEvents++
-				continue
-			}
 			ns := rec.ns
 			if ev.Stored.LoRAName != "" {
 				ns.LoRA = ev.Stored.LoRAName
@@ -237,13 +251,23 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 			if ev.Stored.CacheSalt != "" {
 				ns.CacheSalt = ev.Stored.CacheSalt
 			}
-			if err := idx.Store(h, ns, ev.Stored); err != nil {
+			k.countMedium(ev.Stored.Medium)
+			err := idx.Store(h, ns, ev.Stored)
+			if errors.Is(err, kvindex.ErrGroupNotIndexed) {
+				k.stats.IgnoredEvents++
+				k.s.m.ignored.WithLabelValues("non_prefix_group").Inc()
+				continue
+			}
+			if err != nil {
 				k.stats.RejectedEvents++
 				k.s.badRecord("index_rejected", p, offset, fmt.Errorf("engine %q rank %d: %w", rec.engine, rec.rank, err))
 				continue
 			}
 			k.stats.BlocksStored += int64(len(ev.Stored.BlockHashes))
 		case kvevents.KindBlockRemoved:
+			if !ev.Removed.AllTiers {
+				k.countMedium(ev.Removed.Medium)
+			}
 			idx.Remove(h, ev.Removed)
 			k.stats.BlocksRemoved += int64(len(ev.Removed.BlockHashes))
 		case kvevents.KindAllBlocksCleared:
@@ -251,5 +275,23 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 			k.stats.Cleared++
 			k.setUncertain(hk, st, false)
 		}
+	}
+}
+
+// gap marks st uncertain: batches from want up to rec.seq-1 never arrived.
+// k.s.mu must be held.
+func (k *KVIngester) gap(hk holderKey, st *holderState, rec *kvRecord, want uint64) {
+	k.stats.Gaps++
+	k.s.logger.Debug("kv seq gap: holder uncertain until its next full state", "engine_id", rec.engine,
+		"rank", rec.rank, "epoch", rec.epoch, "want_seq", want, "seq", rec.seq)
+	k.setUncertain(hk, st, true)
+}
+
+// countMedium counts an event naming a medium sluice does not know; the
+// index keeps such blocks in a tier of their own. k.s.mu must be held.
+func (k *KVIngester) countMedium(m kvevents.Medium) {
+	if m == kvevents.MediumUnknown {
+		k.stats.UnknownMedium++
+		k.s.m.ignored.WithLabelValues("unknown_medium").Inc()
 	}
 }

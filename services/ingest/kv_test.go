@@ -87,6 +87,15 @@ func TestKVEpochSeq(t *testing.T) {
 			{stored("e", 0, 1, 7, 200, 1), 3, true},
 			{stored("e", 0, 2, 1, 300, 1), 1, false},
 		}, nil},
+		{"new epoch past its first seq is uncertain", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 0, 2, 3, 300, 1), 1, true},
+		}, nil},
+		{"protobuf seq back to 1 is a duplicate, not a restart", []step{
+			{stored("e", 0, 1, 1, 100, 2), 2, false},
+			{stored("e", 0, 1, 2, 200, 1), 3, false},
+			{stored("e", 0, 1, 1, 300, 1), 3, false},
+		}, map[string]float64{"duplicate": 1}},
 		{"ranks are independent", []step{
 			{stored("e", 0, 1, 1, 100, 2), 2, false},
 			{stored("e", 1, 1, 1, 100, 2), 4, false},
@@ -301,5 +310,48 @@ func TestKVNewEpochResetsLoad(t *testing.T) {
 	}
 	if load.ResetEngineBefore("e", 1) {
 		t.Error("ResetEngineBefore dropped an engine it no longer holds")
+	}
+}
+
+// TestKVMsgpackSeqFromZero: the ZMQ seq (forwarded unchanged for msgpack
+// formats) starts at 0, so a batch lost right after seq 0 is a gap, a
+// return to 0 is a restart and a second seq 0 is a duplicate.
+func TestKVMsgpackSeqFromZero(t *testing.T) {
+	blk := func(base uint64) []byte { return vllmBatch(t, 0, []uint64{base}, make([]uint32, 16)) }
+	type step struct {
+		epoch, seq    string
+		base          uint64
+		wantBlocks    int
+		wantUncertain bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		dups  float64
+	}{
+		{"gap right after seq 0", []step{{"1", "0", 1, 1, false}, {"1", "2", 2, 2, true}}, 0},
+		{"in order from 0", []step{{"1", "0", 1, 1, false}, {"1", "1", 2, 2, false}}, 0},
+		{"seq 0 again after 0 is a duplicate", []step{{"1", "0", 1, 1, false}, {"1", "0", 2, 1, false}}, 1},
+		{"seq back to 0 is a restart", []step{{"1", "0", 1, 1, false}, {"1", "1", 2, 2, false}, {"1", "0", 3, 1, false}}, 0},
+		{"restart clears a gap", []step{{"1", "0", 1, 1, false}, {"1", "3", 2, 2, true}, {"1", "0", 3, 1, false}}, 0},
+		{"new epoch from 0 is certain", []step{{"1", "0", 1, 1, false}, {"2", "0", 2, 1, false}}, 0},
+		{"new epoch past 0 is uncertain", []step{{"1", "0", 1, 1, false}, {"2", "1", 2, 1, true}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k, idx, _, _ := newTestKV(t, KVConfig{})
+			for i, s := range tc.steps {
+				feed(t, k, msgpackRecord("e", s.epoch, s.seq, blk(s.base)))
+				if got := idx.count(); got != s.wantBlocks {
+					t.Errorf("step %d: blocks = %d, want %d", i, got, s.wantBlocks)
+				}
+				if got := k.Uncertain("e"); got != s.wantUncertain {
+					t.Errorf("step %d: Uncertain = %v, want %v", i, got, s.wantUncertain)
+				}
+			}
+			if got := testutil.ToFloat64(k.s.m.skipped.WithLabelValues("duplicate")); got != tc.dups {
+				t.Errorf("skipped{duplicate} = %v, want %v", got, tc.dups)
+			}
+		})
 	}
 }

@@ -34,11 +34,12 @@ const (
 	FormatSGLangMsgpack = "sglang.msgpack"
 )
 
-// Proto decoding bounds, matching kvevents.DefaultLimits.
-const (
-	maxEventsPerBatch = 100_000
-	maxHashesPerEvent = 1 << 16
-	maxTokensPerEvent = 1 << 20
+// Proto decoding bounds, matching kvevents.DefaultLimits. The record size
+// bounds memory; these only reject nonsense (docs/kv-events.md).
+var (
+	maxEventsPerBatch = kvevents.DefaultLimits().MaxEventsPerBatch
+	maxHashesPerEvent = kvevents.DefaultLimits().MaxHashesPerEvent
+	maxTokensPerEvent = kvevents.DefaultLimits().MaxTokensPerEvent
 )
 
 // kvRecord is one decoded KV-event record: whose events they are and the
@@ -48,8 +49,11 @@ type kvRecord struct {
 	rank   int32
 	epoch  uint64
 	seq    uint64
-	ns     Namespace
-	batch  kvevents.Batch
+	// firstSeq is the seq a publisher starts at: 0 for the engines' msgpack
+	// batches (the ZMQ frame's seq, forwarded unchanged), 1 for protobuf.
+	firstSeq uint64
+	ns       Namespace
+	batch    kvevents.Batch
 }
 
 // recordError is a whole record that cannot be used; kind is its metric label.
@@ -144,7 +148,7 @@ func decodeKVMsgpack(key, value []byte, h *headers) (kvRecord, *recordError) {
 		}
 		return kvRecord{}, &recordError{kind: kind, err: err}
 	}
-	rec := kvRecord{engine: string(key), epoch: epoch, seq: seq, batch: b,
+	rec := kvRecord{engine: string(key), epoch: epoch, seq: seq, firstSeq: 0, batch: b,
 		ns: Namespace{Model: string(h.model), LoRA: string(h.lora), CacheSalt: string(h.salt)}}
 	switch {
 	case b.HasRank:
@@ -187,7 +191,7 @@ func decodeKVProto(key, value []byte) (kvRecord, *recordError) {
 		return kvRecord{}, badf("absurd_size", "%d events in one batch exceeds %d", len(evs), maxEventsPerBatch)
 	}
 	rec := kvRecord{
-		engine: id, rank: pb.GetDpRank(), epoch: pb.GetEpoch(), seq: pb.GetSeq(),
+		engine: id, rank: pb.GetDpRank(), epoch: pb.GetEpoch(), seq: pb.GetSeq(), firstSeq: 1,
 		ns: Namespace{Model: pb.GetModel(), LoRA: pb.GetLoraName(), CacheSalt: pb.GetCacheSalt()},
 	}
 	b := &rec.batch

@@ -17,7 +17,8 @@ type metrics struct {
 	skipped   *prometheus.CounterVec // by reason, curried with stream
 	lag       *prometheus.GaugeVec   // by partition, curried with stream
 	apply     prometheus.Observer
-	uncertain prometheus.Gauge // KV only
+	uncertain prometheus.Gauge       // KV only
+	ignored   *prometheus.CounterVec // KV events applied partly or not at all on purpose, by reason
 }
 
 func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time.Time) (*metrics, error) {
@@ -64,6 +65,13 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 	if err != nil {
 		return nil, err
 	}
+	ignored, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_ingest_kv_events_ignored_total",
+		Help: "Valid KV events not indexed as usual, by reason: non_prefix_group (a KV-cache group that does not describe a reusable prefix), unknown_medium (a tier sluice does not know; indexed in a tier of its own).",
+	}, []string{"stream", "reason"}))
+	if err != nil {
+		return nil, err
+	}
 	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_ingest_last_record_age_seconds", Help: "Seconds since the Kafka timestamp of the last record applied; -1 before the first.",
 		ConstLabels: prometheus.Labels{"stream": stream},
@@ -82,6 +90,7 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 		bad:     bad.MustCurryWith(prometheus.Labels{"stream": stream}),
 		skipped: skipped.MustCurryWith(prometheus.Labels{"stream": stream}),
 		lag:     lag.MustCurryWith(prometheus.Labels{"stream": stream}),
+		ignored: ignored.MustCurryWith(prometheus.Labels{"stream": stream}),
 		apply:   apply.WithLabelValues(stream), uncertain: uncertain.WithLabelValues(stream),
 	}, nil
 }

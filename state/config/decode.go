@@ -14,7 +14,7 @@ var (
 	documentKeys  = []string{"workers", "buckets", "default_policy", "models"}
 	modelKeys     = []string{"default_policy"}
 	stageKeys     = []string{"plain", "prefill", "decode"}
-	workerKeys    = []string{"id", "url", "models", "role", "bootstrap_port", "labels"}
+	workerKeys    = []string{"id", "url", "models", "role", "bootstrap_port", "labels", "kv_events_endpoint", "kv_replay_endpoint", "metrics_url", "dp_size", "lora_adapters"}
 	bucketKeys    = []string{"id", "rank", "models", "limits", "max_context_tokens", "groups"}
 	limitsKeys    = []string{"min", "max"}
 	groupsKeys    = []string{"plain", "pd"}
@@ -347,6 +347,22 @@ func (d *decoder) worker(n *node, p string) WorkerSpec {
 			}
 		case "labels":
 			w.Labels = d.labels(v, vp)
+		case "kv_events_endpoint":
+			w.KVEventsEndpoint, _ = d.str(v, vp)
+		case "kv_replay_endpoint":
+			w.KVReplayEndpoint, _ = d.str(v, vp)
+		case "metrics_url":
+			w.MetricsURL, _ = d.str(v, vp)
+		case "dp_size":
+			if n, ok := d.int(v, vp); ok {
+				if n < 0 || n > maxDPSize {
+					d.reject(vp, v, fmt.Sprintf("must be between 0 and %d", maxDPSize))
+					return
+				}
+				w.DPSize = int32(n)
+			}
+		case "lora_adapters":
+			w.LoRAAdapters, _ = d.strList(v, vp)
 		}
 	})
 	return w

@@ -92,6 +92,25 @@ type WorkerSpec struct {
 	BootstrapPort uint32 `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
 	// Labels are free-form key/value pairs for operators and metrics.
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	// KVEventsEndpoint is where the engine publishes KV-cache events over
+	// ZMQ, for enginelink's fleet mode: "tcp://host:port" (the link
+	// connects), or "bind:tcp://host:port" (the link binds there and the
+	// engine connects, told apart by its topic). Rank r uses port + r.
+	// Empty means the engine publishes none.
+	KVEventsEndpoint string `json:"kv_events_endpoint,omitempty" yaml:"kv_events_endpoint,omitempty"`
+	// KVReplayEndpoint is the engine's ZMQ replay socket (vLLM
+	// replay_endpoint); empty means seq gaps cannot be replayed.
+	KVReplayEndpoint string `json:"kv_replay_endpoint,omitempty" yaml:"kv_replay_endpoint,omitempty"`
+	// MetricsURL is the engine's Prometheus metrics URL; empty means
+	// URL + "/metrics".
+	MetricsURL string `json:"metrics_url,omitempty" yaml:"metrics_url,omitempty"`
+	// DPSize is the engine's data-parallel size; 0 or 1 when not data
+	// parallel.
+	DPSize int32 `json:"dp_size,omitempty" yaml:"dp_size,omitempty"`
+	// LoRAAdapters are the LoRA adapters the engine serves under their own
+	// model names; a request naming one is served in the buckets of the
+	// engine's first model, among the engines declaring it.
+	LoRAAdapters []string `json:"lora_adapters,omitempty" yaml:"lora_adapters,omitempty"`
 }
 
 // BucketSpec is one bucket: a request-length range and the plain group or the
@@ -196,6 +215,7 @@ func (d *Document) Clone() *Document {
 		for i, w := range d.Workers {
 			w.Models = slices.Clone(w.Models)
 			w.Labels = maps.Clone(w.Labels)
+			w.LoRAAdapters = slices.Clone(w.LoRAAdapters)
 			out.Workers[i] = w
 		}
 	}

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -126,7 +128,69 @@ func (v *validator) workerList(ws []WorkerSpec) {
 				v.addf(mapKey(join(p, "labels"), k), "label key must not be empty")
 			}
 		}
+		v.engineEndpoints(w, p)
 	}
+}
+
+// maxDPSize bounds an engine's data-parallel size (ranks are ports base+r).
+const maxDPSize = 1024
+
+// engineEndpoints checks the optional enginelink endpoints of a worker.
+func (v *validator) engineEndpoints(w WorkerSpec, p string) {
+	if w.KVEventsEndpoint != "" {
+		if err := CheckZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, BindPrefix)); err != nil {
+			v.addf(join(p, "kv_events_endpoint"), "%v", err)
+		}
+	}
+	if w.KVReplayEndpoint != "" {
+		if err := CheckZMQEndpoint(w.KVReplayEndpoint); err != nil {
+			v.addf(join(p, "kv_replay_endpoint"), "%v", err)
+		}
+		if w.KVEventsEndpoint == "" {
+			v.addf(join(p, "kv_replay_endpoint"), "set without kv_events_endpoint; replay only fills gaps of an event stream, so set both or neither")
+		}
+	}
+	if w.MetricsURL != "" {
+		if u, err := url.Parse(w.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.addf(join(p, "metrics_url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`)
+		}
+	}
+	if w.DPSize < 0 || w.DPSize > maxDPSize {
+		v.addf(join(p, "dp_size"), "must be between 0 and %d", maxDPSize)
+	}
+	v.stringSet(w.LoRAAdapters, join(p, "lora_adapters"), "LoRA adapter")
+	for i, a := range w.LoRAAdapters {
+		if slices.Contains(w.Models, a) {
+			v.addf(index(join(p, "lora_adapters"), i), "%q is also listed in models; list an adapter only under lora_adapters", a)
+		}
+	}
+}
+
+// BindPrefix marks a KV-events endpoint the link binds (engines connect to
+// it) rather than connects to.
+const BindPrefix = "bind:"
+
+// CheckZMQEndpoint reports whether ep is a ZMQ endpoint enginelink can use:
+// tcp://host:port, ipc://path or inproc://name.
+func CheckZMQEndpoint(ep string) error {
+	scheme, rest, ok := strings.Cut(ep, "://")
+	if !ok || rest == "" {
+		return fmt.Errorf("%q is not a ZMQ endpoint; use tcp://host:port, ipc://path or inproc://name", ep)
+	}
+	switch scheme {
+	case "tcp":
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil || host == "" {
+			return fmt.Errorf("%q: want tcp://host:port (host may be * for an engine that binds)", ep)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port must be a number between 1 and 65535", ep)
+		}
+	case "ipc", "inproc":
+	default:
+		return fmt.Errorf("%q: unsupported transport %q; use tcp, ipc or inproc", ep, scheme)
+	}
+	return nil
 }
 
 // stringSet checks that a list's entries are non-empty and unique.

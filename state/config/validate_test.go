@@ -142,6 +142,24 @@ func TestValidate(t *testing.T) {
 			{"workers[3].bootstrap_port", "must be a port number between 1 and 65535"},
 			{`workers[3].labels[""]`, "label key must not be empty"},
 		}},
+		{name: "worker endpoints", mutate: func(d *Document) {
+			d.Buckets = nil
+			d.Workers = []WorkerSpec{
+				{ID: "a", URL: "http://a", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "bind:tcp://127.0.0.1:5600",
+					KVReplayEndpoint: "tcp://a:5558", MetricsURL: "http://a:8000/metrics", DPSize: 4, LoRAAdapters: []string{"sql"}},
+				{ID: "b", URL: "http://b", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "http://b:5557",
+					KVReplayEndpoint: "tcp://b", MetricsURL: "b:8000", DPSize: -1, LoRAAdapters: []string{"m", "x", "x"}},
+				{ID: "c", URL: "http://c", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "tcp://c:0", KVReplayEndpoint: "ipc:///tmp/r"},
+			}
+		}, want: []Problem{
+			{"workers[1].kv_events_endpoint", `"http://b:5557": unsupported transport "http"; use tcp, ipc or inproc`},
+			{"workers[1].kv_replay_endpoint", `"tcp://b": want tcp://host:port (host may be * for an engine that binds)`},
+			{"workers[1].metrics_url", `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`},
+			{"workers[1].dp_size", "must be between 0 and 1024"},
+			{"workers[1].lora_adapters[2]", `duplicate LoRA adapter "x" (also at index 1); list it once`},
+			{"workers[1].lora_adapters[0]", `"m" is also listed in models; list an adapter only under lora_adapters`},
+			{"workers[2].kv_events_endpoint", `"tcp://c:0": port must be a number between 1 and 65535`},
+		}},
 		{name: "model mixes plain and pd engines", mutate: func(d *Document) {
 			d.Workers = append(d.Workers,
 				WorkerSpec{ID: "A2", URL: "http://a2", Models: []string{"m"}, Role: RolePlain},

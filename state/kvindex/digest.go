@@ -2,8 +2,9 @@ package kvindex
 
 // Digest returns an order-independent fingerprint of the index's logical
 // content: every block (its hash and parent's), every (block, holder,
-// tiers) entry, every live engine-hash reference and every namespace's
-// block sizes. Two indexes that agree on these have equal digests however
+// tiers) entry, every live engine-hash reference with the KV-cache groups
+// holding it, each holder's excluded groups and EAGLE flag, and every
+// namespace's block sizes. Two indexes that agree on these have equal digests however
 // they were built (events, snapshot, replay); holders are identified by
 // slot, so compare indexes that share a slots.Table.
 func (ix *Index) Digest() uint64 {
@@ -41,9 +42,10 @@ func (ix *Index) Digest() uint64 {
 		hid := mix64(uint64(hs.id.Engine)<<32 | uint64(uint32(hs.id.Rank)))
 		hs.refs.each(func(k, r uint64) {
 			if idx, ok := ix.deref(r); ok {
-				d += mix64(hid ^ mix64(k^3) ^ mix64(ix.nodes[idx].hash^4))
+				d += mix64(hid ^ mix64(k^3) ^ mix64(ix.nodes[idx].hash^4) ^ mix64(hs.groupsOf(k)^6))
 			}
 		})
+		d += mix64(hid ^ mix64(hs.excluded^7) ^ uint64(btoi(hs.lookahead)))
 	}
 	for ns, ts := range ix.trees {
 		for _, t := range ts {

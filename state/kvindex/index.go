@@ -86,9 +86,12 @@ var (
 	// from the event is indexed; callers count it and may mark the holder's
 	// residency uncertain.
 	ErrUnknownParent = errors.New("kvindex: parent block unknown for this holder")
-	// ErrUnsupportedMedium: the event names a tier sluice does not know; it
-	// is ignored.
-	ErrUnsupportedMedium = errors.New("kvindex: unsupported medium")
+	// ErrGroupNotIndexed: the event belongs to a KV-cache group the index
+	// does not keep for this holder, because the engine declared it, or
+	// showed it (a sparse event), not to describe a reusable prefix, or
+	// because its group_idx is 64 or more. Nothing is indexed; callers count
+	// the event as ignored, not as bad. See docs/kv-events.md.
+	ErrGroupNotIndexed = errors.New("kvindex: KV-cache group not indexed")
 	// ErrInvalidEvent: the event is internally inconsistent (token count,
 	// block size); decoders reject these before they get here.
 	ErrInvalidEvent = errors.New("kvindex: invalid event")
@@ -96,28 +99,38 @@ var (
 	ErrTooManyHolders = errors.New("kvindex: too many holders")
 )
 
-// Tier bits of a (node, holder) entry.
+// Tier bits of a (node, holder) entry. tierOther holds blocks of a medium
+// sluice does not know (a newer engine's tier), so that their chains and
+// removals still resolve.
 const (
 	tierGPU uint8 = 1 << iota
 	tierCPU
 	tierDisk
 	tierExternal
-	allTiers = tierGPU | tierCPU | tierDisk | tierExternal
+	tierOther
+	allTiers = tierGPU | tierCPU | tierDisk | tierExternal | tierOther
+	numTiers = 5
 )
 
-func tierOf(m kvevents.Medium) (uint8, bool) {
+func tierOf(m kvevents.Medium) uint8 {
 	switch m {
 	case kvevents.MediumGPU:
-		return tierGPU, true
+		return tierGPU
 	case kvevents.MediumCPU:
-		return tierCPU, true
+		return tierCPU
 	case kvevents.MediumDisk:
-		return tierDisk, true
+		return tierDisk
 	case kvevents.MediumExternal:
-		return tierExternal, true
+		return tierExternal
 	}
-	return 0, false
+	return tierOther
 }
+
+// maxGroups bounds the KV-cache group indexes a holder's blocks are tracked
+// by (one bit each of a uint64).
+const maxGroups = 64
+
+func groupBit(g int32) uint64 { return 1 << uint(g) }
 
 // holderEntry packs a holder index (low 16 bits), its tier bits (next 8)
 // and, in the top 8, how many children of the node the same holder holds
@@ -167,6 +180,36 @@ type holderState struct {
 	// reuse; holes resets when pairs reaches 0.
 	pairs int
 	holes int
+	// groups maps an engine hash to the KV-cache groups (bit g = group_idx
+	// g) that hold it, for hashes in refs held by anything but group 0
+	// alone: a hash in refs and not here is held by group 0 only. A
+	// single-group engine therefore never adds an entry (docs/kv-events.md).
+	groups refMap
+	// excluded holds the groups that do not describe a prefix; their events
+	// are not indexed. It survives Clear (it is the engine's configuration).
+	excluded uint64
+	// lookahead is set once the holder's hashes cover tokens beyond their
+	// blocks (EAGLE): Lookup then does not count a match's last block.
+	lookahead bool
+}
+
+// groupsOf returns the groups holding engine hash eh, which hs's refs hold.
+func (hs *holderState) groupsOf(eh uint64) uint64 {
+	if hs.groups.n > 0 {
+		if m, ok := hs.groups.get(eh); ok {
+			return m
+		}
+	}
+	return 1
+}
+
+// setGroups records that groups m hold engine hash eh.
+func (hs *holderState) setGroups(eh, m uint64) {
+	if m == 1 {
+		hs.groups.del(eh)
+		return
+	}
+	hs.groups.put(eh, m)
 }
 
 type tree struct {
@@ -197,7 +240,7 @@ type Index struct {
 
 	// counters
 	pairs      int
-	tierPairs  [4]int
+	tierPairs  [numTiers]int
 	evictions  uint64
 	partials   uint64
 	staleRefs  uint64
@@ -257,20 +300,29 @@ func (ix *Index) treeFor(ns Namespace, bs int) uint64 {
 // ---- events ----
 
 // Store records that holder h holds the blocks of ev in ev.Medium, in
-// namespace ns (see NamespaceOf). The chain starts at ev's parent, resolved
-// through h's own engine hashes; a parent h is not known to hold returns
-// ErrUnknownParent and indexes nothing. Each full block is indexed under
-// (ns, ev.BlockSize); a single-block event shorter than the largest block
-// size seen from h (an SGLang short last page) is a partial block and is
-// not indexed. A medium sluice does not know returns ErrUnsupportedMedium.
-// Storing a block again refreshes its recency and adds the tier.
+// namespace ns (see NamespaceOf), for KV-cache group ev.Group. The chain
+// starts at ev's parent, resolved through h's own engine hashes; a parent h
+// is not known to hold returns ErrUnknownParent and indexes nothing. Each
+// full block is indexed under (ns, ev.BlockSize); a single-block event
+// shorter than the largest block size seen from h (an SGLang short last
+// page) is a partial block and is not indexed. A medium sluice does not
+// know is kept in a tier of its own.
+//
+// Groups: a block is held while any indexed group of h holds it. An event
+// that is Sparse or declares a non-prefix GroupKind excludes its group for
+// h: the group's holdings are dropped, its later events are ignored, and
+// Store returns ErrGroupNotIndexed, as it does for any event of an excluded
+// group. Storing a block again refreshes its recency and adds the tier and
+// the group.
 func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
-	tier, ok := tierOf(ev.Medium)
-	if !ok {
-		return ErrUnsupportedMedium
+	tier := tierOf(ev.Medium)
+	g := ev.Group
+	if g < 0 || g >= maxGroups {
+		return ErrGroupNotIndexed
 	}
 	nb, bs := len(ev.BlockHashes), ev.BlockSize
-	if nb == 0 || bs <= 0 || len(ev.TokenIDs) != nb*bs || (ev.ExtraKeys != nil && len(ev.ExtraKeys) != nb) {
+	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
+	if nb == 0 || bs <= 0 || (!nonPrefix && len(ev.TokenIDs) != nb*bs) || (ev.ExtraKeys != nil && len(ev.ExtraKeys) != nb) {
 		return ErrInvalidEvent
 	}
 	ix.mu.Lock()
@@ -280,6 +332,16 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 		return err
 	}
 	hs := &ix.holders[hi]
+	if nonPrefix {
+		ix.excludeGroup(hi, g)
+		return ErrGroupNotIndexed
+	}
+	if hs.excluded&groupBit(g) != 0 {
+		return ErrGroupNotIndexed
+	}
+	if ev.Lookahead {
+		hs.lookahead = true
+	}
 	if nb == 1 && bs < hs.blockSize {
 		ix.partials++
 		return nil
@@ -320,25 +382,65 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 			ix.linkMRU(idx)
 		}
 		ix.addTier(idx, hi, tier)
-		hs.refs.put(ev.BlockHashes[i], ix.ref(idx))
+		eh, r := ev.BlockHashes[i], ix.ref(idx)
+		if g != 0 || hs.groups.n > 0 {
+			var m uint64
+			if old, ok := hs.refs.get(eh); ok && old == r {
+				m = hs.groupsOf(eh)
+			}
+			hs.setGroups(eh, m|groupBit(g))
+		}
+		hs.refs.put(eh, r)
 		prev, prevHash = idx+1, hash
 	}
 	return nil
 }
 
-// Remove clears ev's blocks for holder h: the named tier, or every tier
-// when ev.AllTiers. Hashes h is not known to hold are ignored, as is an
-// unknown medium. Blocks left with no holder and no children are pruned,
-// cascading to their parents.
+// excludeGroup stops indexing group g for holder hi and drops what only g
+// held. It walks the holder's references once per (holder, group).
+func (ix *Index) excludeGroup(hi uint16, g int32) {
+	hs := &ix.holders[hi]
+	bit := groupBit(g)
+	if hs.excluded&bit != 0 {
+		return
+	}
+	hs.excluded |= bit
+	var drop []uint64
+	hs.refs.each(func(eh, _ uint64) {
+		if hs.groupsOf(eh)&bit != 0 {
+			drop = append(drop, eh)
+		}
+	})
+	for _, eh := range drop {
+		if rest := hs.groupsOf(eh) &^ bit; rest != 0 {
+			hs.setGroups(eh, rest)
+			continue
+		}
+		r, _ := hs.refs.get(eh)
+		hs.refs.del(eh)
+		hs.groups.del(eh)
+		if idx, ok := ix.deref(r); ok && ix.clearTiers(idx, hi, allTiers) == 0 {
+			ix.pruneIfEmpty(idx)
+		}
+	}
+}
+
+// Remove clears ev's blocks for holder h in group ev.Group: the named tier,
+// or every tier when ev.AllTiers. A block another indexed group of h still
+// holds stays (tiers are tracked per holder, not per group); a removal in a
+// group that does not hold the block, or in an excluded group, changes
+// nothing. Hashes h is not known to hold are ignored. Blocks left with no
+// holder and no children are pruned, cascading to their parents.
 func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 	mask := allTiers
 	if !ev.AllTiers {
-		t, ok := tierOf(ev.Medium)
-		if !ok {
-			return
-		}
-		mask = t
+		mask = tierOf(ev.Medium)
 	}
+	g := ev.Group
+	if g < 0 || g >= maxGroups {
+		return
+	}
+	bit := groupBit(g)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	hi, ok := ix.holderIdx[h]
@@ -346,6 +448,9 @@ func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 		return
 	}
 	hs := &ix.holders[hi]
+	if hs.excluded&bit != 0 {
+		return
+	}
 	for _, eh := range ev.BlockHashes {
 		r, ok := hs.refs.get(eh)
 		if !ok {
@@ -354,13 +459,25 @@ func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 		idx, ok := ix.deref(r)
 		if !ok {
 			hs.refs.del(eh)
+			hs.groups.del(eh)
 			ix.staleRefs++
 			continue
+		}
+		if g != 0 || hs.groups.n > 0 {
+			m := hs.groupsOf(eh)
+			if m&bit == 0 {
+				continue
+			}
+			if rest := m &^ bit; rest != 0 {
+				hs.setGroups(eh, rest)
+				continue
+			}
 		}
 		if ix.clearTiers(idx, hi, mask) != 0 {
 			continue
 		}
 		hs.refs.del(eh)
+		hs.groups.del(eh)
 		ix.pruneIfEmpty(idx)
 	}
 }
@@ -392,7 +509,9 @@ func (ix *Index) clearHolder(hi uint16) {
 		ix.pruneIfEmpty(idx)
 	})
 	hs.refs = refMap{}
+	hs.groups = refMap{}
 	hs.blockSize = 0
+	hs.lookahead = false
 }
 
 // RemoveEngine drops every rank of engine e, as worker removal requires,

@@ -32,6 +32,16 @@ func stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, m k
 
 func h(e slots.Slot, r int32) Holder { return Holder{Engine: e, Rank: r} }
 
+func grouped(ev *kvevents.BlockStored, g int32) *kvevents.BlockStored { ev.Group = g; return ev }
+
+func eagle(ev *kvevents.BlockStored) *kvevents.BlockStored { ev.Lookahead = true; return ev }
+
+func removeGroup(hd Holder, hashes []uint64, g int32) op {
+	return func(t *testing.T, ix *Index) {
+		ix.Remove(hd, &kvevents.BlockRemoved{BlockHashes: hashes, AllTiers: true, Group: g})
+	}
+}
+
 // op is one step of a scenario.
 type op func(t *testing.T, ix *Index)
 
@@ -128,9 +138,71 @@ func TestIndex(t *testing.T) {
 			query: full, want: []Match{{Engine: 1, Blocks: 1, Tokens: 4, BlockSize: bs}}, wantNodes: 1, wantPairs: 1,
 		},
 		{
-			name:  "unknown medium is ignored",
-			ops:   []op{store(h(1, 0), nsA, stored([]uint64{10}, 0, false, full[:4], kvevents.MediumUnknown), ErrUnsupportedMedium)},
+			name: "unknown medium is kept in a tier of its own",
+			ops: []op{
+				store(h(1, 0), nsA, stored([]uint64{10}, 0, false, full[:4], kvevents.MediumUnknown), nil),
+				store(h(1, 0), nsA, stored([]uint64{11}, 10, true, full[4:8], kvevents.MediumGPU), nil),
+				remove(h(1, 0), []uint64{11}, kvevents.MediumGPU, false),
+			},
+			query: full, want: []Match{{Engine: 1, Blocks: 1, Tokens: 4, BlockSize: bs}}, wantNodes: 1, wantPairs: 1,
+		},
+		{
+			name: "removal of an unknown medium clears that tier",
+			ops: []op{
+				store(h(1, 0), nsA, stored([]uint64{10}, 0, false, full[:4], kvevents.MediumUnknown), nil),
+				remove(h(1, 0), []uint64{10}, kvevents.MediumUnknown, false),
+			},
 			query: full, want: nil,
+		},
+		{
+			name: "groups: a removal in one group keeps what another group holds",
+			ops: []op{
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11, 12}, 0, false, full[:12], 0), 0), nil),
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11, 12}, 0, false, full[:12], 0), 1), nil),
+				removeGroup(h(1, 0), []uint64{10, 11, 12}, 1),
+				removeGroup(h(1, 0), []uint64{12}, 0),
+			},
+			query: full, want: []Match{{Engine: 1, Blocks: 2, Tokens: 8, BlockSize: bs}}, wantNodes: 2, wantPairs: 2,
+		},
+		{
+			name: "groups: a block goes when the last group holding it removes it",
+			ops: []op{
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11}, 0, false, full[:8], 0), 0), nil),
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11}, 0, false, full[:8], 0), 2), nil),
+				removeGroup(h(1, 0), []uint64{11}, 0),
+				removeGroup(h(1, 0), []uint64{11}, 3), // group 3 never held it
+				removeGroup(h(1, 0), []uint64{11}, 2),
+			},
+			query: full, want: []Match{{Engine: 1, Blocks: 1, Tokens: 4, BlockSize: bs}}, wantNodes: 1, wantPairs: 1,
+		},
+		{
+			name: "groups: a sparse event excludes its group and drops what only it held",
+			ops: []op{
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11}, 0, false, full[:8], 0), 0), nil),
+				store(h(1, 0), nsA, grouped(stored([]uint64{10, 11, 12}, 0, false, full[:12], 0), 1), nil),
+				store(h(1, 0), nsA, &kvevents.BlockStored{BlockHashes: []uint64{13}, ParentHash: 12, HasParent: true, BlockSize: bs, Group: 1, Sparse: true}, ErrGroupNotIndexed),
+				store(h(1, 0), nsA, grouped(stored([]uint64{12}, 11, true, full[8:12], 0), 1), ErrGroupNotIndexed),
+				removeGroup(h(1, 0), []uint64{10}, 1), // an excluded group's removal changes nothing
+			},
+			query: full, want: []Match{{Engine: 1, Blocks: 2, Tokens: 8, BlockSize: bs}}, wantNodes: 2, wantPairs: 2,
+		},
+		{
+			name: "groups: a declared sliding-window group is not indexed",
+			ops: []op{
+				store(h(1, 0), nsA, &kvevents.BlockStored{BlockHashes: []uint64{10}, TokenIDs: full[:4], BlockSize: bs, Group: 1,
+					GroupKind: kvevents.GroupKindWindowed}, ErrGroupNotIndexed),
+				store(h(1, 0), nsA, grouped(stored([]uint64{10}, 0, false, full[:4], 0), 1), ErrGroupNotIndexed),
+			},
+			query: full, want: nil,
+		},
+		{
+			name: "eagle: the last matched block is not counted",
+			ops: []op{
+				store(h(1, 0), nsA, eagle(stored([]uint64{10, 11, 12}, 0, false, full[:12], 0)), nil),
+				store(h(2, 0), nsA, stored([]uint64{20, 21, 22}, 0, false, full[:12], 0), nil),
+			},
+			query: full[:12], want: []Match{{Engine: 1, Blocks: 2, Tokens: 8, BlockSize: bs}, {Engine: 2, Blocks: 3, Tokens: 12, BlockSize: bs}},
+			wantNodes: 3, wantPairs: 6,
 		},
 		{
 			name: "remove one tier keeps the block",
@@ -307,6 +379,14 @@ func checkInvariants(t *testing.T, ix *Index) {
 	if leaves != 0 {
 		t.Errorf("LRU list and leaf count differ by %d", leaves)
 	}
+	for i := range ix.holders {
+		hs := &ix.holders[i]
+		hs.groups.each(func(k, m uint64) {
+			if _, ok := hs.refs.get(k); !ok || m == 1 || m == 0 {
+				t.Errorf("holder %d: group set %b for engine hash %x (in refs: %v)", i, m, k, ok)
+			}
+		})
+	}
 	if live != ix.live || ix.table.n != live || pairs != ix.pairs {
 		t.Errorf("live %d (counter %d, table %d), pairs %d (counter %d)", live, ix.live, ix.table.n, pairs, ix.pairs)
 	}
@@ -318,9 +398,25 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	build := func(ix *Index, from, to int) {
 		for s := from; s < to; s++ {
 			hd := h([]slots.Slot{e1, e2}[s%2], int32(s%3))
-			ev := stored([]uint64{uint64(s) << 8, uint64(s)<<8 | 1, uint64(s)<<8 | 2}, 0, false, append(toks(0, 1), toks(s, 2)...), kvevents.Medium(s%3))
+			hashes := []uint64{uint64(s) << 8, uint64(s)<<8 | 1, uint64(s)<<8 | 2}
+			ev := stored(hashes, 0, false, append(toks(0, 1), toks(s, 2)...), kvevents.Medium(s%3))
+			if s%13 == 0 {
+				ev.Medium = kvevents.MediumUnknown
+			}
+			ev.Lookahead = s%11 == 0
 			if err := ix.Store(hd, nsA, ev); err != nil {
 				t.Fatal(err)
+			}
+			if s%4 == 1 { // a second KV-cache group holds the same blocks
+				if err := ix.Store(hd, nsA, grouped(stored(hashes, 0, false, ev.TokenIDs, 0), 1)); err != nil && !errors.Is(err, ErrGroupNotIndexed) {
+					t.Fatal(err)
+				}
+			}
+			if s%7 == 0 {
+				ix.Remove(hd, &kvevents.BlockRemoved{BlockHashes: hashes[1:], AllTiers: true, Group: 1})
+			}
+			if s == 150 { // group 1 of this holder turns out to be a sliding window
+				_ = ix.Store(hd, nsA, &kvevents.BlockStored{BlockHashes: hashes[:1], BlockSize: bs, Group: 1, Sparse: true})
 			}
 			if s%5 == 0 {
 				ix.Remove(hd, &kvevents.BlockRemoved{BlockHashes: []uint64{uint64(s)<<8 | 2}, AllTiers: true})
@@ -460,5 +556,39 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	go func() { wg.Wait(); close(wgWriters) }()
 	close(stop)
 	<-wgWriters
+	checkInvariants(t, ix)
+}
+
+// TestGroupMemory: a single-group engine (group_idx 0 or none) adds no
+// per-hash group sets, and a second group's sets go once it is excluded,
+// so only a hybrid model's holder pays for groups.
+func TestGroupMemory(t *testing.T) {
+	ix, _ := New(Config{})
+	one, two := h(1, 0), h(2, 0)
+	for s := range 50 {
+		hashes := []uint64{uint64(s)<<8 | 1, uint64(s)<<8 | 2}
+		for _, hd := range []Holder{one, two} {
+			if err := ix.Store(hd, nsA, stored(hashes, 0, false, toks(s, 2), 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ix.Store(two, nsA, grouped(stored(hashes, 0, false, toks(s, 2), 0), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groupSets := func(hd Holder) int { return ix.holders[ix.holderIdx[hd]].groups.n }
+	if n := groupSets(one); n != 0 {
+		t.Errorf("single-group holder has %d group sets, want 0", n)
+	}
+	if n := groupSets(two); n != 100 {
+		t.Errorf("two-group holder has %d group sets, want 100", n)
+	}
+	_ = ix.Store(two, nsA, &kvevents.BlockStored{BlockHashes: []uint64{1}, BlockSize: bs, Group: 1, Sparse: true})
+	if n := groupSets(two); n != 0 {
+		t.Errorf("after excluding group 1: %d group sets, want 0", n)
+	}
+	if got := lookup(ix, nsA, toks(7, 2)); len(got) != 2 || got[1].Blocks != 2 {
+		t.Errorf("Lookup after excluding group 1 = %+v, want both engines with 2 blocks", got)
+	}
 	checkInvariants(t, ix)
 }

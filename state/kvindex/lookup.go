@@ -168,7 +168,12 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 var lookupSink atomic.Uint64
 
 func (ix *Index) record(out []Match, start int, hi uint16, blocks, bs int) []Match {
-	if blocks == 0 {
+	if ix.holders[hi].lookahead {
+		// EAGLE: the engine's hash of the last matched block covers tokens
+		// after it that the query may not have (docs/kv-events.md).
+		blocks--
+	}
+	if blocks <= 0 {
 		return out
 	}
 	e := ix.holders[hi].id.Engine

@@ -281,7 +281,7 @@ func (ix *Index) countPair(old, new uint8) {
 	} else if old != 0 && new == 0 {
 		ix.pairs--
 	}
-	for b := range 4 {
+	for b := range numTiers {
 		bit := uint8(1) << b
 		if old&bit == 0 && new&bit != 0 {
 			ix.tierPairs[b]++

@@ -13,13 +13,18 @@ import (
 )
 
 // Snapshot format (little-endian): magic "SLKVIDX\x00", version uint32,
-// then namespaces, holders (engine id, rank, block size, engine-hash refs)
-// and the node arena verbatim (so LRU order, free list and generations
+// then namespaces, holders (engine id, rank, block size, engine-hash refs;
+// from version 2 also excluded KV-cache groups, flags and per-hash group
+// sets) and the node arena verbatim (so LRU order, free list and generations
 // survive), then a CRC-32C of everything before it. Engines are written by
 // id, not slot, because slots are process-local.
 const (
 	snapshotMagic   = "SLKVIDX\x00"
-	snapshotVersion = 1
+	snapshotVersion = 2
+	// snapshotVersionNoGroups is the version before KV-cache groups; it
+	// is still read (its holders have group 0 only).
+	snapshotVersionNoGroups = 1
+	holderFlagLookahead     = 1
 )
 
 // ErrCorruptSnapshot matches every error ReadSnapshot returns for bad input.
@@ -76,6 +81,14 @@ func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
 		s.u32(uint32(hs.blockSize))
 		s.u32(uint32(hs.refs.n))
 		hs.refs.each(func(k, v uint64) { s.u64(k); s.u64(v) })
+		s.u64(hs.excluded)
+		var flags uint32
+		if hs.lookahead {
+			flags |= holderFlagLookahead
+		}
+		s.u32(flags)
+		s.u32(uint32(hs.groups.n))
+		hs.groups.each(func(k, v uint64) { s.u64(k); s.u64(v) })
 	}
 	s.u32(uint32(len(ix.nodes)))
 	s.u32(ix.free)
@@ -161,8 +174,9 @@ func ReadSnapshot(r io.Reader, cfg Config, names *slots.Table) (*Index, error) {
 	if s.err == nil && string(magic) != snapshotMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
 	}
-	if v := s.u32(); s.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorruptSnapshot, v, snapshotVersion)
+	version := s.u32()
+	if s.err == nil && version != snapshotVersion && version != snapshotVersionNoGroups {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorruptSnapshot, version, snapshotVersion)
 	}
 	for range s.count(1<<20, "namespaces") {
 		ns := Namespace{Model: s.str(), LoRA: s.str(), CacheSalt: s.str()}
@@ -189,6 +203,23 @@ func ReadSnapshot(r io.Reader, cfg Config, names *slots.Table) (*Index, error) {
 					break
 				}
 				hs.refs.put(k, v)
+			}
+			if version >= snapshotVersion {
+				hs.excluded = s.u64()
+				hs.lookahead = s.u32()&holderFlagLookahead != 0
+				ng := s.count(1<<31, "group sets")
+				hs.groups.reserve(min(ng, 1<<26))
+				for range ng {
+					k, v := s.u64(), s.u64()
+					if s.err != nil {
+						break
+					}
+					if _, ok := hs.refs.get(k); !ok || v == 0 {
+						s.err = fmt.Errorf("%w: group set for an engine hash the holder does not hold", ErrCorruptSnapshot)
+						break
+					}
+					hs.groups.put(k, v)
+				}
 			}
 			if _, dup := ix.holderIdx[hs.id]; dup && s.err == nil {
 				s.err = fmt.Errorf("%w: holder %v twice", ErrCorruptSnapshot, hs.id)

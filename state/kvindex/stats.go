@@ -8,7 +8,7 @@ type Stats struct {
 	MaxNodes  int
 	Holders   int // (engine, rank) holders known
 	Pairs     int // (block, holder) pairs with any tier
-	TierPairs [4]int
+	TierPairs [numTiers]int
 	// Bytes estimates the memory held by the index's own structures.
 	Bytes     int64
 	Evictions uint64 // blocks evicted by the node cap
@@ -28,6 +28,8 @@ const (
 	TierCPU
 	TierDisk
 	TierExternal
+	// TierOther counts blocks of a medium sluice does not know.
+	TierOther
 )
 
 // Stats returns current counters.
@@ -45,7 +47,7 @@ func (ix *Index) Stats() Stats {
 		b += int64(cap(sp)) * 4
 	}
 	for i := range ix.holders {
-		b += int64(cap(ix.holders[i].refs.slots)) * int64(unsafe.Sizeof(refSlot{}))
+		b += int64(cap(ix.holders[i].refs.slots)+cap(ix.holders[i].groups.slots)) * int64(unsafe.Sizeof(refSlot{}))
 	}
 	s.Bytes = b
 	return s

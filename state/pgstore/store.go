@@ -21,7 +21,15 @@ const (
 	DefaultChannel        = "sluice_config"
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultReconnectMin   = 100 * time.Millisecond
-	DefaultReconnectMax   = 5 * time.Second
+	DefaultReconnectMax   = 2 * time.Second
+	// DefaultPingInterval is how long the listener waits for a notification
+	// before it checks that its connection still answers.
+	DefaultPingInterval = 5 * time.Second
+	// DefaultQueryTimeout bounds every statement the store runs on its own
+	// behalf (listener ping, LISTEN, reloads, reads of the version log).
+	DefaultQueryTimeout = 5 * time.Second
+	// DefaultWriteTimeout bounds one admin write's transaction.
+	DefaultWriteTimeout = 10 * time.Second
 	// SourcePostgres is the Snapshot.Source of a version read from the database.
 	SourcePostgres = "postgres"
 	// AuthorSeed records the version stored when the log was empty.
@@ -45,8 +53,19 @@ type Config struct {
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the listener's exponential
-	// back-off between reconnection attempts.
+	// back-off between reconnection attempts; each wait is jittered down by
+	// up to half so replicas do not reconnect in lockstep.
 	ReconnectMin, ReconnectMax time.Duration
+	// PingInterval is how long the listener waits for a notification before
+	// it pings; zero means DefaultPingInterval. A hung backend is therefore
+	// noticed within PingInterval + QueryTimeout.
+	PingInterval time.Duration
+	// QueryTimeout bounds each statement the store runs on its own behalf;
+	// zero means DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// WriteTimeout bounds one write (Apply, Rollback) from BEGIN to COMMIT,
+	// whatever deadline the caller has; zero means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 }
 
 // Validate reports settings that cannot work, naming the setting and the fix.
@@ -57,7 +76,7 @@ func (c Config) Validate() error {
 	} else if _, err := pgxpool.ParseConfig(c.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("postgres store: dsn does not parse (%w); use postgres://user@host:5432/db", err))
 	}
-	if c.ConnectTimeout < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 {
+	if c.ConnectTimeout < 0 || c.ReconnectMin < 0 || c.ReconnectMax < 0 || c.PingInterval < 0 || c.QueryTimeout < 0 || c.WriteTimeout < 0 {
 		errs = append(errs, errors.New("postgres store: timeouts must not be negative; use 0 for the defaults"))
 	}
 	if c.Seed != nil {
@@ -80,6 +99,16 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReconnectMax == 0 {
 		c.ReconnectMax = DefaultReconnectMax
+	}
+	c.ReconnectMax = max(c.ReconnectMax, c.ReconnectMin)
+	if c.PingInterval == 0 {
+		c.PingInterval = DefaultPingInterval
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 }
 
@@ -104,22 +133,33 @@ type Store struct {
 	listening  atomic.Bool
 	reconnects atomic.Uint64
 	lastReload atomic.Int64 // unix nanos of the last successful load from the database
+	// lastContact is when the listener last heard from its connection (a
+	// notification, a ping, a reload), unix nanos.
+	lastContact atomic.Int64
 }
 
 // ListenerStats describes the reload listener: whether it is connected, how often it had to
-// reconnect, and when it last loaded a version from the database.
+// reconnect, when it last loaded a version from the database and when its connection last
+// answered. Connected is true only while the connection has answered within PingInterval +
+// QueryTimeout, so a hung backend (one that keeps its socket open but never replies) reads as
+// disconnected, not as a replica silently serving an old version.
 type ListenerStats struct {
-	Connected  bool
-	Reconnects uint64
-	LastReload time.Time
+	Connected   bool
+	Reconnects  uint64
+	LastReload  time.Time
+	LastContact time.Time
 }
 
 // ListenerStats returns the listener's current state.
 func (s *Store) ListenerStats() ListenerStats {
-	st := ListenerStats{Connected: s.listening.Load(), Reconnects: s.reconnects.Load()}
+	st := ListenerStats{Reconnects: s.reconnects.Load()}
 	if n := s.lastReload.Load(); n > 0 {
 		st.LastReload = time.Unix(0, n)
 	}
+	if n := s.lastContact.Load(); n > 0 {
+		st.LastContact = time.Unix(0, n)
+	}
+	st.Connected = s.listening.Load() && s.now().Sub(st.LastContact) <= s.cfg.PingInterval+s.cfg.QueryTimeout
 	return st
 }
 
@@ -305,12 +345,17 @@ func (s *Store) commit(ctx context.Context, doc *config.Document, basedOn, rollb
 	if err != nil {
 		return config.Snapshot{}, fmt.Errorf("apply configuration: JSON form does not parse back: %w", err)
 	}
-	if err := s.initialise(ctx); err != nil {
-		return config.Snapshot{}, err
+	// The server-side deadline: a write never waits on a hung database for
+	// longer than WriteTimeout, whatever deadline the caller brought.
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	if err := s.initialise(wctx); err != nil {
+		return config.Snapshot{}, s.writeTimedOut(ctx, wctx, err, false)
 	}
 	author := config.AuthorFrom(ctx)
 	var next int64
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	committing := false
+	err = s.inTx(wctx, &committing, func(ctx context.Context, tx pgx.Tx) error {
 		var cur int64
 		if err := tx.QueryRow(ctx, `SELECT version FROM config_head FOR UPDATE`).Scan(&cur); err != nil {
 			return err
@@ -334,12 +379,44 @@ func (s *Store) commit(ctx context.Context, doc *config.Document, basedOn, rollb
 		if errors.As(err, &ce) {
 			return config.Snapshot{}, ce
 		}
-		return config.Snapshot{}, s.classify(ctx, fmt.Errorf("apply configuration: %w", err))
+		return config.Snapshot{}, s.writeTimedOut(ctx, wctx, s.classify(ctx, fmt.Errorf("apply configuration: %w", err)), committing)
 	}
 	snap := config.Snapshot{Version: next, Document: stored, Source: SourcePostgres, LoadedAt: s.now()}
 	s.publish(snap)
 	s.logger.Info("configuration applied", slog.Int64("config_version", next), slog.String("author", author))
 	return snap, nil
+}
+
+// inTx runs fn in a transaction and commits it, setting *committing just
+// before COMMIT is sent: an error after that point may or may not have
+// applied the write.
+func (s *Store) inTx(ctx context.Context, committing *bool, fn func(context.Context, pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(ctx, tx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		return err
+	}
+	*committing = true
+	return tx.Commit(ctx)
+}
+
+// writeTimedOut rewrites err when the write's own deadline (wctx) expired
+// while the caller's ctx did not, saying whether the write can have applied.
+func (s *Store) writeTimedOut(ctx, wctx context.Context, err error, committing bool) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	outcome := "nothing was written"
+	if committing {
+		outcome = "the commit was sent but not confirmed, so the write may have applied: list the versions before retrying"
+	}
+	return fmt.Errorf("%w: the configuration database did not answer within the %s write deadline; %s",
+		config.ErrUnavailable, s.cfg.WriteTimeout, outcome)
 }
 
 // documentAt returns version's document, reusing the current snapshot when
@@ -381,11 +458,21 @@ func nullable(v int64) *int64 {
 	return &v
 }
 
+// nullableString maps "" to NULL.
+func nullableString(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
 // Versions lists the log, newest first.
 func (s *Store) Versions(ctx context.Context, limit int) ([]config.VersionInfo, error) {
 	if limit <= 0 {
 		limit = -1
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT version, author, created_at, summary, COALESCE(rollback_of, 0)
 		FROM config_versions ORDER BY version DESC LIMIT NULLIF($1, -1)`, limit)
 	if err != nil {
@@ -408,6 +495,8 @@ func (s *Store) Version(ctx context.Context, version int64) (config.Revision, er
 		r   config.Revision
 		raw []byte
 	)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
 	err := s.pool.QueryRow(ctx, `SELECT version, author, created_at, summary, COALESCE(rollback_of, 0), document
 		FROM config_versions WHERE version = $1`, version).Scan(&r.Version, &r.Author, &r.CreatedAt, &r.Summary, &r.RollbackOf, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -24,8 +24,16 @@ func queueTables(b *pgx.Batch, doc *config.Document) error {
 		if err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO workers (id, position, url, role, models, bootstrap_port, labels) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			w.ID, i, w.URL, w.Role, models, nullable(int64(w.BootstrapPort)), labels)
+		adapters, err := jsonOrNil(w.LoRAAdapters, len(w.LoRAAdapters) == 0)
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO workers (id, position, url, role, models, bootstrap_port, labels,
+			kv_events_endpoint, kv_replay_endpoint, metrics_url, dp_size, lora_adapters)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			w.ID, i, w.URL, w.Role, models, nullable(int64(w.BootstrapPort)), labels,
+			nullableString(w.KVEventsEndpoint), nullableString(w.KVReplayEndpoint), nullableString(w.MetricsURL),
+			nullable(int64(w.DPSize)), adapters)
 	}
 	for i, bk := range doc.EffectiveBuckets() {
 		kind := "plain"

@@ -30,6 +30,16 @@ type Worker struct {
 	BootstrapPort uint32
 	// Labels are free-form operator labels; nil when there are none.
 	Labels map[string]string
+	// KVEventsEndpoint, KVReplayEndpoint and MetricsURL tell enginelink in
+	// fleet mode where the engine publishes KV events, replays them and
+	// exposes metrics; empty when not declared (see config.WorkerSpec).
+	KVEventsEndpoint, KVReplayEndpoint, MetricsURL string
+	// DPSize is the engine's data-parallel size; 0 or 1 when not data
+	// parallel.
+	DPSize int32
+	// LoRAAdapters are the LoRA adapters the engine serves under their own
+	// model names; nil when none. They belong to Models[0].
+	LoRAAdapters []string
 	// Slot is the worker's handle in the registry's slots.Table. The registry
 	// assigns it; any value passed to Upsert or Replace is ignored.
 	Slot slots.Slot
@@ -86,6 +96,11 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 func (w *Worker) clone(s slots.Slot) *Worker {
 	c := *w
 	c.Models = slices.Clone(w.Models)
+	if len(w.LoRAAdapters) == 0 {
+		c.LoRAAdapters = nil
+	} else {
+		c.LoRAAdapters = slices.Clone(w.LoRAAdapters)
+	}
 	if len(w.Labels) == 0 {
 		c.Labels = nil
 	} else {
