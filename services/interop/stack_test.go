@@ -40,12 +40,6 @@ const (
 	kafkaPartitions = 4
 )
 
-// declareLoRA makes the decider's worker entries declare lora_adapters. The decider's
-// configuration does not know that field yet (the proto has it, state/config not), and
-// rejects unknown fields, so it stays off until it does; the LoRA subtests that depend on
-// it say so.
-const declareLoRA = false
-
 var quick = &http.Client{Timeout: 10 * time.Second}
 
 // engine is one engine of the fleet: a Python process running the real vLLM or SGLang
@@ -177,7 +171,7 @@ func (s *stack) configYAML() string {
 	for _, id := range s.order {
 		e := s.engines[id]
 		fmt.Fprintf(&b, "  - id: %s\n    url: %q\n    models: [%s]\n    role: plain\n", e.id, e.url(), model)
-		if len(e.lora) > 0 && declareLoRA {
+		if len(e.lora) > 0 {
 			fmt.Fprintf(&b, "    lora_adapters: [%s]\n", strings.Join(e.lora, ", "))
 		}
 	}
