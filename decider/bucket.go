@@ -120,6 +120,11 @@ type BucketRequest struct {
 	TokenIDs           []uint32
 	SessionKey         string
 	RoutingKey         string
+	// LoRA and CacheSalt are the request's KV namespace beside Model (empty for none).
+	LoRA      string
+	CacheSalt string
+	// Adapter, when set, restricts candidates to engines that declare this LoRA adapter.
+	Adapter string
 	// Exclude lists engine ids the caller already failed on.
 	Exclude []string
 	// Prefix memoises the prefix lookup across this call's bucket and group attempts.
@@ -177,12 +182,14 @@ func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *Buc
 		TokenIDs:           req.TokenIDs,
 		SessionKey:         req.SessionKey,
 		RoutingKey:         req.RoutingKey,
+		LoRA:               req.LoRA,
+		CacheSalt:          req.CacheSalt,
 		Prefix:             req.Prefix,
 	}
 	if tr != nil {
 		pr.Trace = tr.stage(g.role, g, reg, req.Model)
 	}
-	p, err := g.Pick(ctx, reg, pr, req.Exclude)
+	p, err := g.pick(ctx, reg, pr, req.Exclude, req.Adapter)
 	if tr != nil {
 		tr.done(pr.Trace, p, err)
 	}

@@ -50,6 +50,13 @@ type Request struct {
 	SessionKey string
 	RoutingKey string
 	RequestID  string
+	// LoRAName is the LoRA adapter the request names beside its model (SGLang lora_path); empty
+	// when none. A Model that is itself an adapter some engine declares is resolved to its base
+	// model (see resolveAdapter).
+	LoRAName string
+	// CacheSalt isolates the request's cached blocks from other tenants' (vLLM and SGLang
+	// cache_salt); empty for none. It only changes the prefix lookup's namespace.
+	CacheSalt string
 	// DryRun selects without acquiring a lease.
 	DryRun bool
 	// Explain asks for the candidates, rejections and load ages considered.
@@ -197,9 +204,11 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	reg := d.reg.Snapshot()
-	if _, ok := slices.BinarySearch(reg.Models(), req.Model); !ok {
-		return Decision{}, unknownModel(req.Model, reg.Models())
+	ar, aerr := resolveAdapter(reg, &req)
+	if aerr != nil {
+		return Decision{}, aerr
 	}
+	req.Model = ar.model
 	res, err := rt.resolver(d, req.Model)
 	if err != nil {
 		return Decision{}, internal(ReasonInvalidConfiguration, err)
@@ -212,7 +221,12 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 		TokenIDs:           req.TokenIDs,
 		SessionKey:         req.SessionKey,
 		RoutingKey:         req.RoutingKey,
+		LoRA:               ar.lora,
+		CacheSalt:          req.CacheSalt,
 		Exclude:            req.ExcludeEngineIDs,
+	}
+	if ar.require {
+		br.Adapter = ar.lora
 	}
 	if len(req.TokenIDs) > 0 {
 		// One prefix lookup per call, shared by every bucket and group that asks for it.

@@ -43,6 +43,7 @@ const (
 	ReasonTooManyTokenIDs    = "TOO_MANY_TOKEN_IDS"
 	ReasonTokenIDsMismatch   = "TOKEN_IDS_MISMATCH"
 	ReasonNoMatchingBucket   = "NO_MATCHING_BUCKET"
+	ReasonAdapterConflict    = "ADAPTER_CONFLICT"
 
 	ReasonAdmissionRejected   = "ADMISSION_REJECTED"
 	ReasonNoCandidates        = "NO_CANDIDATES"

@@ -85,10 +85,15 @@ func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*regist
 // engine that is not one of the candidates it was given (compared by identity, so a newly
 // allocated worker with a candidate's id is rejected too).
 func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string) (policy.Pick, error) {
+	return g.pick(ctx, reg, req, exclude, "")
+}
+
+// pick is Pick with candidates further restricted to engines declaring adapter, unless it is "".
+func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string, adapter string) (policy.Pick, error) {
 	engines := g.Candidates(reg, req.Model)
-	if len(exclude) > 0 {
+	if len(exclude) > 0 || adapter != "" {
 		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Worker) bool {
-			return slices.Contains(exclude, w.ID)
+			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
 		})
 	}
 	if len(engines) == 0 {

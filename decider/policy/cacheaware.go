@@ -64,7 +64,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 	if p.source == nil {
 		return Pick{}, fmt.Errorf("cache_aware has no prefix source: %w", ErrInvalidConfiguration)
 	}
-	res, err := req.Prefix.Lookup(ctx, p.source, req.Model, req.TokenIDs)
+	res, err := req.Prefix.Lookup(ctx, p.source, req.Namespace(), req.TokenIDs)
 	if err != nil {
 		return Pick{}, fmt.Errorf("prefix lookup: %w", err)
 	}

@@ -20,7 +20,7 @@ type fakePrefix struct {
 	calls   int
 }
 
-func (f *fakePrefix) LookupPrefix(_ context.Context, _ string, _ []uint32, out []PrefixMatch) ([]PrefixMatch, error) {
+func (f *fakePrefix) LookupPrefix(_ context.Context, _ Namespace, _ []uint32, out []PrefixMatch) ([]PrefixMatch, error) {
 	f.calls++
 	if f.err != nil {
 		return nil, f.err

@@ -7,7 +7,8 @@ import (
 )
 
 // LocalIndex serves prefix lookups from this process's KV index, which KV-event ingestion keeps
-// current. Requests carry no LoRA or cache salt, so lookups use the model's base namespace.
+// current, in the request's namespace (model, LoRA adapter, cache salt) as ingestion indexed the
+// engines' blocks under it.
 type LocalIndex struct {
 	Index *kvindex.Index
 	// Uncertain, when set, reports engines whose KV residency is uncertain (a gap in their
@@ -32,9 +33,10 @@ type ResidencyChecker interface {
 }
 
 // LookupPrefix implements PrefixSource; the local index is always available.
-func (l LocalIndex) LookupPrefix(_ context.Context, model string, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error) {
+func (l LocalIndex) LookupPrefix(_ context.Context, ns Namespace, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error) {
 	var buf [64]kvindex.Match
-	for _, m := range l.Index.Lookup(kvindex.Namespace{Model: model}, tokenIDs, buf[:0]) {
+	kns := kvindex.Namespace{Model: ns.Model, LoRA: ns.LoRA, CacheSalt: ns.CacheSalt}
+	for _, m := range l.Index.Lookup(kns, tokenIDs, buf[:0]) {
 		out = append(out, PrefixMatch{Engine: m.Engine, Tokens: m.Tokens})
 	}
 	return out, nil

@@ -49,12 +49,22 @@ type Request struct {
 	// SessionKey and RoutingKey are the affinity keys, empty when absent.
 	SessionKey string
 	RoutingKey string
+	// LoRA is the LoRA adapter the request runs with (Model is then its base model) and
+	// CacheSalt its cache salt; empty for none. Together with Model they are the KV namespace
+	// prefix lookups run in.
+	LoRA      string
+	CacheSalt string
 	// Prefix memoises the prefix lookup across every bucket and group attempt of one Decide
 	// call; nil looks up on each use.
 	Prefix *PrefixMemo
 	// Trace, when non-nil, collects what the policy considered (explain output). Policies must
 	// not allocate for tracing when it is nil.
 	Trace *Trace
+}
+
+// Namespace is the KV-cache namespace of the request's prefix.
+func (r *Request) Namespace() Namespace {
+	return Namespace{Model: r.Model, LoRA: r.LoRA, CacheSalt: r.CacheSalt}
 }
 
 // Pick is a policy's selection: one engine from the supplied candidates and the reason, used in

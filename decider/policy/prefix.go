@@ -15,14 +15,24 @@ type PrefixMatch struct {
 	Tokens int64
 }
 
+// Namespace is the KV-cache namespace a prefix lookup runs in: cached blocks of another model,
+// LoRA adapter or cache salt are never a hit, even when their token ids agree. Model is the base
+// model (an adapter requested by its own model name has been resolved to its base model); LoRA
+// and CacheSalt are empty for none. See docs/kv-events.md.
+type Namespace struct {
+	Model     string
+	LoRA      string
+	CacheSalt string
+}
+
 // PrefixSource answers prefix lookups for cache-aware policies: the local KV index, or a remote
-// indexer. It returns the deepest match per engine, appended to out.
+// indexer. It returns the deepest match per engine in namespace ns, appended to out.
 //
 // An unreachable or timed-out backend returns an error wrapping ErrPrefixUnavailable (the policy
 // treats it as a miss and reports it as unavailable); any other error is a rejected query and
 // stops routing.
 type PrefixSource interface {
-	LookupPrefix(ctx context.Context, model string, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error)
+	LookupPrefix(ctx context.Context, ns Namespace, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error)
 }
 
 // ErrPrefixUnavailable marks a prefix backend that could not answer.
@@ -79,13 +89,14 @@ type memoEntry struct {
 	err    error
 }
 
-// Lookup returns the memoised result for source, querying it on first use.
-func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, model string, tokenIDs []uint32) (PrefixResult, error) {
+// Lookup returns the memoised result for source, querying it on first use. Every call of one
+// memo must pass the same namespace and token ids (one Decide call has one of each).
+func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (PrefixResult, error) {
 	if len(tokenIDs) == 0 {
 		return PrefixResult{Status: PrefixNoTokens}, nil
 	}
 	if m == nil {
-		return lookupOnce(ctx, source, model, tokenIDs)
+		return lookupOnce(ctx, source, ns, tokenIDs)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -94,14 +105,14 @@ func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, model stri
 			return e.res, e.err
 		}
 	}
-	res, err := lookupOnce(ctx, source, model, tokenIDs)
+	res, err := lookupOnce(ctx, source, ns, tokenIDs)
 	m.Lookups++
 	m.entries = append(m.entries, memoEntry{source: source, res: res, err: err})
 	return res, err
 }
 
-func lookupOnce(ctx context.Context, source PrefixSource, model string, tokenIDs []uint32) (PrefixResult, error) {
-	matches, err := source.LookupPrefix(ctx, model, tokenIDs, nil)
+func lookupOnce(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (PrefixResult, error) {
+	matches, err := source.LookupPrefix(ctx, ns, tokenIDs, nil)
 	switch {
 	case errors.Is(err, ErrPrefixUnavailable):
 		return PrefixResult{Status: PrefixUnavailable, Err: err}, nil

@@ -39,6 +39,8 @@ func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest)
 		SessionKey:       in.GetSessionKey(),
 		RoutingKey:       in.GetRoutingKey(),
 		RequestID:        in.GetRequestId(),
+		LoRAName:         in.GetLoraName(),
+		CacheSalt:        in.GetCacheSalt(),
 		DryRun:           in.GetDryRun(),
 		Explain:          in.GetExplain(),
 		ExcludeEngineIDs: in.GetExcludeEngineIds(),

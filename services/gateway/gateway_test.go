@@ -257,10 +257,12 @@ func TestRoutingFactsReachDecide(t *testing.T) {
 		"X-Conversation", "s-1", "X-Routing-Key", "tenant-a", "X-Request-Id", "r-1"))
 	readAll(t, post(t, g, routeCompletions, `{"model":"m","prompt":[1,2,3]}`, "X-Request-Id", "r-2"))
 	readAll(t, post(t, g, routeGenerate, `{"model":"m","input_ids":[[1,2],[3,4,5]],"sampling_params":{"max_new_tokens":10}}`, "X-Request-Id", "r-3"))
+	readAll(t, post(t, g, routeGenerate, `{"model":"m","input_ids":[1],"lora_path":["ad",null],"cache_salt":"t-1"}`, "X-Request-Id", "r-4"))
 	want := []*sluicev1.DecideRequest{
 		{Model: "m", InputTokens: 3, ExpectedPeakTokens: proto.Int64(10), SessionKey: "s-1", RoutingKey: "tenant-a", RequestId: "r-1"},
 		{Model: "m", InputTokens: 3, ExpectedPeakTokens: proto.Int64(103), TokenIds: []uint32{1, 2, 3}, RequestId: "r-2"},
 		{Model: "m", InputTokens: 5, ExpectedPeakTokens: proto.Int64(25), RequestId: "r-3"},
+		{Model: "m", InputTokens: 1, ExpectedPeakTokens: proto.Int64(101), TokenIds: []uint32{1}, RequestId: "r-4", LoraName: "ad", CacheSalt: "t-1"},
 	}
 	if diff := cmp.Diff(want, rd.requests(), protocmp.Transform()); diff != "" {
 		t.Errorf("Decide requests mismatch (-want +got):\n%s", diff)

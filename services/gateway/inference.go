@@ -85,6 +85,8 @@ func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, req
 		SessionKey:         h.Get(s.sessionHeader),
 		RoutingKey:         h.Get(s.routingHeader),
 		RequestId:          requestID,
+		LoraName:           f.lora,
+		CacheSalt:          f.cacheSalt,
 	}, nil
 }
 

@@ -27,6 +27,10 @@ type body struct {
 	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
 	SamplingParams      json.RawMessage `json:"sampling_params"`
 	Stream              bool            `json:"stream"`
+	// LoRAPath is SGLang's adapter name: a string, or a list (one per prompt) for a batched
+	// /generate. CacheSalt is the vLLM and SGLang cache salt.
+	LoRAPath  json.RawMessage `json:"lora_path"`
+	CacheSalt json.RawMessage `json:"cache_salt"`
 }
 
 // facts are the routing facts of one request, prepared once before the first Decide.
@@ -42,6 +46,10 @@ type facts struct {
 	known *tokens
 	// maxOut is the output budget the body asked for; nil when it set none.
 	maxOut *int64
+	// lora is the LoRA adapter the body names beside its model (SGLang lora_path), and
+	// cacheSalt its cache salt; "" for none. A model that is an adapter is the decider's to
+	// resolve.
+	lora, cacheSalt string
 }
 
 // requestError is a client error found in the body: 400 with an OpenAI-style error.
@@ -95,7 +103,34 @@ func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.lora, err = firstString("lora_path", b.LoRAPath); err != nil {
+		return nil, err
+	}
+	if f.cacheSalt, err = firstString("cache_salt", b.CacheSalt); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// firstString reads an optional field that is a string or, in a batched /generate, a list of
+// them (one per prompt; null entries allowed): the first entry applies, since one Decide routes
+// the whole batch. Absent, null or an empty list is "".
+func firstString(field string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var list []*string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", badRequest(field, "invalid_"+field, "%s must be a string or a list of strings", field)
+	}
+	if len(list) == 0 || list[0] == nil {
+		return "", nil
+	}
+	return *list[0], nil
 }
 
 // readPrompt reads a prompt field: a string, a list of strings, a list of token ids or a list

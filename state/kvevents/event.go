@@ -4,7 +4,9 @@
 // every layout listed in spec/WIRE.md) into it.
 //
 // The index (state/kvindex) consumes these types; the ingestion service picks
-// a decoder by record header and never hands wire bytes further in.
+// a decoder by record header and never hands wire bytes further in. The
+// rules the layers follow (KV-cache groups, namespaces, tiers, size bounds,
+// seq/epoch) are in docs/kv-events.md.
 package kvevents
 
 import "time"

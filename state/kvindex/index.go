@@ -6,7 +6,10 @@
 // ids, seeded by the namespace (model, LoRA adapter, cache salt) and the
 // block size, so a request's token ids hash to the same keys without copying
 // any engine's hash algorithm. Each holder keeps a map from its engine's
-// block hashes to nodes so that removals, which name engine hashes, work.
+// block hashes to nodes so that removals, which name engine hashes, work,
+// and, only for engines with several KV-cache groups, which groups hold
+// each hash (a block stays while any indexed group holds it). The rules for
+// groups, namespaces, tiers and EAGLE are in docs/kv-events.md.
 //
 // Layout, chosen for small memory per (block, engine) pair (87 bytes with one
 // holder per block, 34 with sixteen; see BENCHMARKS.md) and lookups that chase

@@ -1,0 +1,155 @@
+package decider
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/state/kvevents"
+	"github.com/sluicehq/sluice/state/kvindex"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+func adapterWorker(id string, adapters []string, models ...string) registry.Worker {
+	w := worker(id, registry.RolePlain, models...)
+	w.LoRAAdapters = adapters
+	return w
+}
+
+func promptOf(from, n int) []uint32 {
+	t := make([]uint32, n)
+	for i := range t {
+		t[i] = uint32(from + i*3)
+	}
+	return t
+}
+
+// matchedTokens returns the explained prefix match of engine id, or -1 if it was not a holder.
+func matchedTokens(dec *Decision, id string) int64 {
+	if dec.Explain == nil {
+		return -1
+	}
+	for _, a := range dec.Explain.Attempts {
+		for _, s := range a.Stages {
+			for _, c := range s.Candidates {
+				if c.EngineID == id && c.MatchedTokens > 0 {
+					return c.MatchedTokens
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// TestDecideLoRAAndSaltNamespaces: a request for an adapter (by its own model name, or by
+// lora_name beside the base model) goes to the base model's buckets, to engines declaring the
+// adapter, and matches only blocks cached under that adapter and cache salt.
+func TestDecideLoRAAndSaltNamespaces(t *testing.T) {
+	ix, err := kvindex.New(kvindex.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, []registry.Worker{
+		adapterWorker("a", []string{"sql-lora"}),
+		adapterWorker("b", nil),
+		adapterWorker("c", []string{"sql-lora"}),
+		adapterWorker("x1", []string{"shared"}, "x"),
+		adapterWorker("y1", []string{"shared"}, "y"),
+	}, policy.LocalIndex{Index: ix})
+	f.apply(`
+default_policy:
+  plain: {type: cache_aware, admission: {max_running_requests: 1000}}
+`)
+	for _, id := range []string{"a", "b", "c", "x1", "y1"} {
+		f.running(id, 0)
+	}
+	reg := f.reg.Snapshot()
+	store := func(id string, ns kvindex.Namespace, tokens []uint32, bs int) {
+		t.Helper()
+		w, _ := reg.Get(id)
+		hashes := make([]uint64, len(tokens)/bs)
+		for i := range hashes {
+			hashes[i] = uint64(w.Slot)<<40 | uint64(i)
+		}
+		ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: tokens, BlockSize: bs, Medium: kvevents.MediumGPU}
+		if err := ix.Store(kvindex.Holder{Engine: w.Slot}, ns, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompt := promptOf(1, 2048)
+	store("c", kvindex.Namespace{Model: "m", LoRA: "sql-lora", CacheSalt: "salt-1"}, prompt, 16)
+	store("b", kvindex.Namespace{Model: "m"}, prompt, 16)
+	// SGLang page size 1: a 100k-token prompt held by a.
+	long := promptOf(7, 100_000)
+	store("a", kvindex.Namespace{Model: "m"}, long, 1)
+
+	q := append(append([]uint32{}, prompt...), 9, 9, 9)
+	tests := []struct {
+		name       string
+		req        Request
+		wantEngine []string // any of
+		wantReason string
+		wantMatch  int64 // matched tokens of the picked engine, -1 for none
+	}{
+		{"adapter by model name, salted", Request{Model: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"adapter by model name, other salt", Request{Model: "sql-lora", CacheSalt: "salt-2"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"adapter by model name, no salt", Request{Model: "sql-lora"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"adapter by lora_name", Request{Model: "m", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"adapter named twice, consistently", Request{Model: "sql-lora", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"base model", Request{Model: "m"}, []string{"b"}, policy.ReasonCacheCandidate, 2048},
+		{"salted base model misses", Request{Model: "m", CacheSalt: "salt-1"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"undeclared lora_name restricts nothing", Request{Model: "m", LoRAName: "on-demand"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.TokenIDs, req.InputTokens, req.DryRun, req.Explain = q, int64(len(q)), true, true
+			dec, err := f.d.Decide(context.Background(), req)
+			if err != nil {
+				t.Fatalf("Decide(%+v) error: %v", tc.req, err)
+			}
+			got := dec.Plain.Worker.ID
+			ok := false
+			for _, w := range tc.wantEngine {
+				ok = ok || w == got
+			}
+			if !ok || dec.Plain.Reason != tc.wantReason {
+				t.Errorf("Decide(%+v) = %s (%s), want one of %v (%s)", tc.req, got, dec.Plain.Reason, tc.wantEngine, tc.wantReason)
+			}
+			if m := matchedTokens(&dec, got); m != tc.wantMatch {
+				t.Errorf("Decide(%+v) matched %d tokens on %s, want %d", tc.req, m, got, tc.wantMatch)
+			}
+		})
+	}
+
+	t.Run("page size 1, 100k tokens", func(t *testing.T) {
+		lq := append(append([]uint32{}, long...), 1, 2, 3)
+		dec, err := f.d.Decide(context.Background(), Request{Model: "m", TokenIDs: lq, InputTokens: int64(len(lq)), DryRun: true, Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec.Plain.Worker.ID != "a" || matchedTokens(&dec, "a") != 100_000 {
+			t.Errorf("Decide(100k prompt) = %s, matched %d; want a with 100000", dec.Plain.Worker.ID, matchedTokens(&dec, "a"))
+		}
+	})
+
+	for _, c := range []struct {
+		name   string
+		req    Request
+		reason string
+	}{
+		{"unknown model", Request{Model: "nope"}, ReasonUnknownModel},
+		{"adapter of two base models", Request{Model: "shared"}, ReasonAdapterConflict},
+		{"model and lora_name name different adapters", Request{Model: "sql-lora", LoRAName: "other"}, ReasonAdapterConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.InputTokens = 1
+			_, err := f.d.Decide(context.Background(), c.req)
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != KindInvalidArgument || e.Reason != c.reason {
+				t.Errorf("Decide(%+v) = %v, want invalid argument %s", c.req, err, c.reason)
+			}
+		})
+	}
+}
