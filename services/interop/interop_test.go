@@ -94,34 +94,40 @@ func TestInterop(t *testing.T) {
 		ev["lora_name"], ev["lora_id"] = loraAdapter, 1
 		ev["extra_keys"] = [][]any{{loraAdapter}, {loraAdapter}}
 		s.vllm(t, vllmA, 0, ev)
+		s.barrier(t, vllmA, 0) // the adapter's blocks are applied
+		s.expectMatch(t, "vLLM adapter blocks are no hit for the base model", req(t3), "", 0)
 		withLoRA := req(t3)
 		withLoRA.LoraName = loraAdapter
 		s.expectMatch(t, "vLLM adapter blocks, lora_name", withLoRA, vllmA, 32)
 		byModel := req(t3)
 		byModel.Model = loraAdapter
-		s.expectMatch(t, "vLLM adapter blocks, model=<adapter>", byModel, vllmA, 32)
-		s.expectMatch(t, "vLLM adapter blocks are no hit for the base model", req(t3), "", 0)
+		s.expectMatch(t, "vLLM adapter blocks, model=<declared adapter>", byModel, vllmA, 32)
 
 		t3s := toks(410_000, 32)
 		s.sgStore(t, sglangA, 0, "lora-a", "", t3s, sgOpts{lora: "sg-lora"})
 		s.sgFlush(t, sglangA, 0)
+		s.barrier(t, sglangA, 0)
+		s.expectMatch(t, "SGLang adapter blocks are no hit for the base model", req(t3s), "", 0)
 		sgReq := req(t3s)
 		sgReq.LoraName = "sg-lora"
 		s.expectMatch(t, "SGLang adapter blocks, lora_name", sgReq, sglangA, 32)
-		s.expectMatch(t, "SGLang adapter blocks are no hit for the base model", req(t3s), "", 0)
+		sgOther := req(t3s)
+		sgOther.LoraName = "other-lora"
+		s.expectMatch(t, "SGLang adapter blocks are no hit for another adapter", sgOther, "", 0)
 	})
 
 	t.Run("CacheSalt", func(t *testing.T) {
 		t4 := toks(500_000, 32)
 		s.sgStore(t, sglangA, 0, "salt-a", "", t4, sgOpts{salt: "tenant-1"})
 		s.sgFlush(t, sglangA, 0)
-		salted := req(t4)
-		salted.CacheSalt = "tenant-1"
-		s.expectMatch(t, "SGLang salted blocks, same salt", salted, sglangA, 32)
+		s.barrier(t, sglangA, 0) // the salted blocks are applied
 		s.expectMatch(t, "SGLang salted blocks, no salt", req(t4), "", 0)
 		other := req(t4)
 		other.CacheSalt = "tenant-2"
 		s.expectMatch(t, "SGLang salted blocks, another salt", other, "", 0)
+		salted := req(t4)
+		salted.CacheSalt = "tenant-1"
+		s.expectMatch(t, "SGLang salted blocks, same salt", salted, sglangA, 32)
 	})
 
 	t.Run("KVCacheGroups", func(t *testing.T) {
