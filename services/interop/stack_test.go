@@ -50,6 +50,7 @@ type engine struct {
 	pageSize    int  // SGLang page size (vLLM's block size is in its events)
 	replay      bool // serves the replay socket
 	lossy       bool // a forwarder that can drop messages sits in front of the PUB
+	bind        bool // the publisher connects to the link's -kv-bind socket (topic kv@id@model)
 	lora        []string
 	kvPort      int // rank r publishes on kvPort+r
 	replayPort  int // rank r's replay ROUTER is replayPort+r
@@ -74,6 +75,7 @@ type stack struct {
 
 	deciderHTTP, deciderGRPC string
 	linkHTTP                 string
+	kvBindPort               int // the link's -kv-bind socket, for engines with bind
 	decider, link            *process
 	engines                  map[string]*engine
 	order                    []string
@@ -97,6 +99,7 @@ func startStack(t *testing.T, defs []*engine) *stack {
 	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[2])
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
 	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
+	s.kvBindPort = freeRange(t, used, 1)
 	for _, e := range defs {
 		e.kvPort = freeRange(t, used, e.dpSize)
 		if e.replay {
@@ -141,6 +144,7 @@ func (s *stack) startLink(t *testing.T) {
 	t.Logf("enginelink engines:\n%s", s.enginesYAML())
 	s.link = s.procs.start(t, "enginelink", "enginelink",
 		"-engines", path, "-http-addr", s.linkHTTP,
+		"-kv-bind", "tcp://127.0.0.1:"+strconv.Itoa(s.kvBindPort),
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		"-scrape-interval", "250ms",
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
@@ -153,7 +157,11 @@ func (s *stack) enginesYAML() string {
 	for _, id := range s.order {
 		e := s.engines[id]
 		fmt.Fprintf(&b, "- id: %s\n  model: %s\n  engine: %s\n", e.id, model, e.kind)
-		fmt.Fprintf(&b, "  kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
+		if e.bind {
+			b.WriteString("  kv_events_endpoint: bind\n")
+		} else {
+			fmt.Fprintf(&b, "  kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
+		}
 		if e.replay {
 			fmt.Fprintf(&b, "  kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
 		}
@@ -193,6 +201,12 @@ func (s *stack) startEngine(t testing.TB, e *engine) {
 	if e.replay {
 		r := "tcp://*:" + strconv.Itoa(e.replayPort)
 		st.ReplayEndpoint = &r
+	}
+	if e.bind {
+		// A concrete host: vLLM's publisher connects instead of binding (WIRE.md), and the
+		// topic frame tells the link which engine it is.
+		st.Endpoint = "tcp://127.0.0.1:" + strconv.Itoa(s.kvBindPort)
+		st.Topic = "kv@" + e.id + "@" + model
 	}
 	e.py = startPyEngine(t, s.owner, s.python, s.dir, e.id, st)
 }
