@@ -247,7 +247,11 @@ func TestInterop(t *testing.T) {
 	t.Run("Metrics", func(t *testing.T) {
 		s.engines[vllmB].py.do(t, map[string]any{"op": "load", "rank": 0, "running": 3, "waiting": 1, "usage": 0.5})
 		s.engines[sglangB].py.do(t, map[string]any{"op": "load", "rank": 0, "running": 5, "waiting": 2, "usage": 0.25})
+		s.engines[vllmA].py.do(t, map[string]any{"op": "load", "rank": 0, "running": 2, "waiting": 0, "usage": 0.25})
+		s.engines[vllmA].py.do(t, map[string]any{"op": "load", "rank": 1, "running": 4, "waiting": 3, "usage": 0.5})
 		want := map[string]*sluicev1.EngineLoad{
+			// Two DP ranks (the engine="0"/"1" label), summed by the decider.
+			vllmA: {LoadKnown: true, Running: 6, Waiting: 3, KvUsed: 32768 + 65536, KvCapacity: 2 * 131072},
 			// vLLM: capacity = num_gpu_blocks 8192 x block_size 16; used = usage x capacity.
 			vllmB: {LoadKnown: true, Running: 3, Waiting: 1, KvUsed: 65536, KvCapacity: 131072},
 			// SGLang: num_used_tokens and max_total_num_tokens as exported.
