@@ -14,7 +14,7 @@ import (
 const (
 	vllmA   = "vllm-a"   // vLLM, 2 DP ranks, replay socket, lossy link, LoRA adapter sql-lora
 	vllmB   = "vllm-b"   // vLLM, KV-cache groups, STORAGE tier, restarts
-	sglangA = "sglang-a" // SGLang, page 16, lossy link without replay, salt, CPU_PINNED, LoRA
+	sglangA = "sglang-a" // SGLang, page 16, lossy link without replay, salt, CPU_PINNED, LoRA, /v1/loads
 	sglangB = "sglang-b" // SGLang, page 1: the 100k-token prompt
 	vllmC   = "vllm-c"   // vLLM whose publisher connects to the link's bound socket
 )
@@ -38,7 +38,7 @@ func TestInterop(t *testing.T) {
 	s := startStack(t, []*engine{
 		{id: vllmA, kind: "vllm", dpSize: 2, replay: true, lossy: true, lora: []string{loraAdapter}},
 		{id: vllmB, kind: "vllm", dpSize: 1},
-		{id: sglangA, kind: "sglang", dpSize: 1, pageSize: 16, lossy: true},
+		{id: sglangA, kind: "sglang", dpSize: 1, pageSize: 16, lossy: true, loads: true},
 		{id: sglangB, kind: "sglang", dpSize: 1, pageSize: 1},
 		{id: vllmC, kind: "vllm", dpSize: 1, bind: true},
 	})
@@ -254,7 +254,7 @@ func TestInterop(t *testing.T) {
 			vllmA: {LoadKnown: true, Running: 6, Waiting: 3, KvUsed: 32768 + 65536, KvCapacity: 2 * 131072},
 			// vLLM: capacity = num_gpu_blocks 8192 x block_size 16; used = usage x capacity.
 			vllmB: {LoadKnown: true, Running: 3, Waiting: 1, KvUsed: 65536, KvCapacity: 131072},
-			// SGLang: num_used_tokens and max_total_num_tokens as exported.
+			// SGLang /metrics: num_used_tokens and max_total_num_tokens as exported.
 			sglangB: {LoadKnown: true, Running: 5, Waiting: 2, KvUsed: 110500, KvCapacity: 442000},
 		}
 		s.eventually(t, matchTimeout, "engine load from /metrics in GET /v1/admin/engines", func() (bool, string) {
@@ -269,6 +269,19 @@ func TestInterop(t *testing.T) {
 				}
 			}
 			return len(bad) == 0, strings.Join(bad, "; ")
+		})
+	})
+
+	t.Run("SGLangLoads", func(t *testing.T) {
+		s.engines[sglangA].py.do(t, map[string]any{"op": "load", "rank": 0, "running": 1, "waiting": 4, "usage": 0.5})
+		w := &sluicev1.EngineLoad{LoadKnown: true, Running: 1, Waiting: 4, KvUsed: 221000, KvCapacity: 442000}
+		t.Skip("pending enginelink: SGLang 0.5.23's per-rank loads[].timestamp is a float (LoadSnapshot.timestamp), " +
+			"the link decodes it as a string and every /v1/loads scrape fails (json: cannot unmarshal number)")
+		s.eventually(t, matchTimeout, "SGLang /v1/loads (real LoadSnapshot.to_dict) in GET /v1/admin/engines", func() (bool, string) {
+			l := s.adminEngines(t)[sglangA].GetLoad()
+			got := &sluicev1.EngineLoad{LoadKnown: l.GetLoadKnown(), Running: l.GetRunning(), Waiting: l.GetWaiting(),
+				KvUsed: l.GetKvUsed(), KvCapacity: l.GetKvCapacity()}
+			return got.String() == w.String(), fmt.Sprintf("got {%v} want {%v}", got, w)
 		})
 	})
 }

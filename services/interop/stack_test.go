@@ -51,6 +51,7 @@ type engine struct {
 	replay      bool // serves the replay socket
 	lossy       bool // a forwarder that can drop messages sits in front of the PUB
 	bind        bool // the publisher connects to the link's -kv-bind socket (topic kv@id@model)
+	loads       bool // SGLang: the link scrapes GET /v1/loads instead of /metrics
 	lora        []string
 	kvPort      int // rank r publishes on kvPort+r
 	replayPort  int // rank r's replay ROUTER is replayPort+r
@@ -166,6 +167,9 @@ func (s *stack) enginesYAML() string {
 			fmt.Fprintf(&b, "  kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
 		}
 		fmt.Fprintf(&b, "  metrics_url: %q\n", e.url()+"/metrics")
+		if e.loads {
+			fmt.Fprintf(&b, "  loads_url: %q\n", e.url()+"/v1/loads")
+		}
 		fmt.Fprintf(&b, "  dp_size: %d\n", e.dpSize)
 	}
 	return b.String()

@@ -1,4 +1,5 @@
-"""The engine's HTTP side for the interop test: /health and Prometheus /metrics.
+"""The engine's HTTP side for the interop test: /health, Prometheus /metrics and,
+for SGLang, GET /v1/loads.
 
 The metric names and label names are not typed here: they are read from the
 engines' own metric definitions in the installed wheels (vLLM's
@@ -7,13 +8,21 @@ metrics_collector.py) by parsing their source for the Gauge(name=...)
 literals, so a rename in a new engine release fails the test instead of
 leaving a stale fixture. The values are the ones the test sets ("load").
 Prometheus text is written by hand: prometheus_client is not installed.
+
+SGLang's /v1/loads entries are the real sglang.srt.managers.load_snapshot.
+LoadSnapshot structs, serialised by their own to_dict(); the envelope around
+them is the one sglang/srt/entrypoints/v1_loads.py returns (that module needs
+fastapi, so its five keys are repeated here).
 """
 
 import ast
+import datetime
 import http.server
+import json
 import importlib.metadata
 import os
 import threading
+import time
 
 # Gauges sluice reads, per engine (see /work/shared/spec/WIRE.md "Load signals").
 VLLM_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
@@ -73,6 +82,8 @@ class Server:
                     body, ctype = b"", "text/plain"
                 elif self.path == "/metrics":
                     body, ctype = server.render().encode(), "text/plain; version=0.0.4; charset=utf-8"
+                elif self.path.split("?")[0] == "/v1/loads" and server.kind == "sglang":
+                    body, ctype = json.dumps(server.sglang_loads()).encode(), "application/json"
                 else:
                     self.send_error(404)
                     return
@@ -94,6 +105,33 @@ class Server:
             for k in ("running", "waiting", "usage"):
                 if k in cmd:
                     self._load[rank][k] = cmd[k]
+
+    def sglang_loads(self):
+        from sglang.srt.managers.load_snapshot import LoadSnapshot
+        from sglang.version import __version__
+
+        with self._lock:
+            load = {r: dict(v) for r, v in self._load.items()}
+        loads = []
+        for r in range(self.dp_size):
+            v = load[r]
+            snap = LoadSnapshot(
+                timestamp=time.time(),
+                dp_rank=r,
+                num_running_reqs=v["running"],
+                num_waiting_reqs=v["waiting"],
+                num_used_tokens=int(v["usage"] * self.max_total_tokens),
+                max_total_num_tokens=self.max_total_tokens,
+                token_usage=v["usage"],
+            )
+            loads.append(snap.to_dict())
+        return {
+            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "version": __version__,
+            "accelerator": None,
+            "num_accelerators": 1,
+            "loads": loads,
+        }
 
     def render(self):
         with self._lock:
