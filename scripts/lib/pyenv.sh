@@ -37,6 +37,9 @@ pyenv_setup() {
   if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv
   fi
+  # The sglang 0.5.23 wheels are built for CPython 3.11 to 3.13 only.
+  python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' ||
+    die "pyenv: need python3 3.11 to 3.13 for the sglang wheel; python3 is $(python3 -V 2>&1)"
   req="$(pyenv_requirements)"
   cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
   venv="$cache/interop-venv"
