@@ -11,11 +11,16 @@ import (
 // FuzzDecideRequest feeds arbitrary request facts through validation and the bucket loop: every
 // outcome must be a decision or a classified *Error, never a panic or an internal error.
 func FuzzDecideRequest(f *testing.F) {
-	f.Add("m", int64(100), int64(200), true, 0, "s", false)
-	f.Add("", int64(-1), int64(0), false, 3, "", true)
-	f.Add("m", int64(9223372036854775807), int64(-9223372036854775808), true, 1, "k", false)
-	f.Add("unknown", int64(0), int64(0), false, 0, "", false)
-	fx := newFixture(f, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f.Add("m", int64(100), int64(200), true, 0, "s", false, "")
+	f.Add("", int64(-1), int64(0), false, 3, "", true, "")
+	f.Add("m", int64(9223372036854775807), int64(-9223372036854775808), true, 1, "k", false, "")
+	f.Add("unknown", int64(0), int64(0), false, 0, "", false, "")
+	f.Add("sql-lora", int64(10), int64(0), false, 10, "", true, "")
+	f.Add("m", int64(10), int64(0), false, 10, "", true, "sql-lora")
+	f.Add("sql-lora", int64(10), int64(0), false, 0, "", true, "other")
+	c := worker("c", registry.RolePlain)
+	c.LoRAAdapters = []string{"sql-lora"}
+	fx := newFixture(f, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain), c})
 	fx.apply(`
 buckets:
   - id: small
@@ -26,12 +31,13 @@ buckets:
     limits: {min: 100}
     groups: {plain: {policy: {type: load_based}}}
 `)
-	f.Fuzz(func(t *testing.T, model string, input, peak int64, hasPeak bool, nTokens int, key string, dry bool) {
+	f.Fuzz(func(t *testing.T, model string, input, peak int64, hasPeak bool, nTokens int, key string, dry bool, lora string) {
 		if nTokens < 0 || nTokens > 1<<12 {
 			nTokens = 0
 		}
 		req := Request{Model: model, InputTokens: input, ExpectedPeakTokens: peak, HasPeak: hasPeak,
-			TokenIDs: make([]uint32, nTokens), SessionKey: key, DryRun: dry, Explain: nTokens%2 == 1}
+			TokenIDs: make([]uint32, nTokens), SessionKey: key, DryRun: dry, Explain: nTokens%2 == 1,
+			LoRAName: lora, CacheSalt: key}
 		dec, err := fx.d.Decide(context.Background(), req)
 		if err == nil {
 			fx.d.Release(dec.Lease.ID)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -416,4 +417,41 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// An admin write against a Postgres that does not answer (a lock another
+// session holds on the version head, as a hung backend would) ends at the
+// decider's -postgres-write-timeout with 503 UNAVAILABLE saying nothing was
+// written, although the client sets no deadline of its own; Decide is not
+// affected meanwhile.
+func TestAdminWriteDeadlineOnHungDatabase(t *testing.T) {
+	dsn := pgtest.SchemaDSN(t)
+	cfg := pgConfig(t, dsn)
+	cfg.PostgresWriteTimeout = 500 * time.Millisecond
+	srv := startWith(t, cfg)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE config_head IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"document": threeBuckets})
+	start := time.Now()
+	status, out := restCall(t, srv, "PUT", "/v1/admin/config", adminToken, string(body))
+	took := time.Since(start)
+	if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(out["message"]), "nothing was written") {
+		t.Fatalf("PUT /v1/admin/config against a hung database = %d %v, want 503 saying nothing was written", status, out)
+	}
+	t.Logf("admin write answered 503 after %v (write timeout 500ms)", took.Round(time.Millisecond))
+	if d, err := grpcClient(t, srv).Decide(ctx, &sluicev1.DecideRequest{Model: "chat", InputTokens: 10, DryRun: true}); err != nil || d.GetConfigVersion() != 1 {
+		t.Errorf("Decide while the database hangs = %v, %v; want version 1 served", d, err)
+	}
 }

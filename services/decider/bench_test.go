@@ -43,7 +43,10 @@ func startEcho(b *testing.B) string {
 }
 
 // startBenchDecider runs a real decider with 64 plain engines reporting native load.
-func startBenchDecider(b *testing.B) string {
+func startBenchDecider(b *testing.B) string { return startBenchDeciderWith(b, func(*Config) {}) }
+
+// startBenchDeciderWith is startBenchDecider with its configuration changed by mutate.
+func startBenchDeciderWith(b *testing.B, mutate func(*Config)) string {
 	b.Helper()
 	var sb strings.Builder
 	sb.WriteString("workers:\n")
@@ -55,7 +58,11 @@ func startBenchDecider(b *testing.B) string {
 	if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	srv := startServer(b, path)
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", path
+	cfg.Health.ProbeInterval = 0
+	mutate(&cfg)
+	srv := runServer(b, cfg)
 	for i := range 64 {
 		err := srv.LoadTable().Apply(loadtable.Report{EngineID: fmt.Sprintf("e%02d", i), Epoch: 1, Seq: 1,
 			CapturedAt: time.Now(), Running: int64(i % 7), Waiting: int64(i % 3), KVUsedTokens: 100, KVCapacityTokens: 1000,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/services/enginehealth"
+	"github.com/sluicehq/sluice/services/ingest"
 	"github.com/sluicehq/sluice/state/pgstore"
 )
 
@@ -31,6 +32,12 @@ type Config struct {
 	ClockSkew time.Duration
 	// MaxTokenIDs caps token_ids per request.
 	MaxTokenIDs int
+	// MaxConcurrentDecides bounds the Decide calls in progress on this replica, all protocols
+	// together; the excess is answered RESOURCE_EXHAUSTED (REST: 503) at once with a retry
+	// hint of ShedRetryAfter. 0 means no bound.
+	MaxConcurrentDecides int
+	// ShedRetryAfter is the retry hint of a shed call (RetryInfo, Retry-After).
+	ShedRetryAfter time.Duration
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 
@@ -73,14 +80,17 @@ func DefaultConfig() Config {
 		Health:        enginehealth.DefaultConfig(),
 		AffinitySweep: time.Minute,
 		Ingest: IngestConfig{LoadTopic: "sluice.engine-load.v1", KVTopic: "sluice.kv-events.v1",
-			SnapshotInterval: 30 * time.Second},
-		GRPCAddr:        ":7070",
-		HTTPAddr:        ":7080",
-		ConfigPoll:      2 * time.Second,
-		LeaseTTL:        10 * time.Minute,
-		LoadFreshness:   5 * time.Second,
-		MaxTokenIDs:     2 << 20,
-		ShutdownTimeout: 10 * time.Second,
+			SnapshotInterval: 30 * time.Second, RetryBackoffMax: ingest.DefaultMaxRetryBackoff, HealthInterval: ingest.DefaultHealthInterval},
+		GRPCAddr:      ":7070",
+		HTTPAddr:      ":7080",
+		ConfigPoll:    2 * time.Second,
+		LeaseTTL:      10 * time.Minute,
+		LoadFreshness: 5 * time.Second,
+		MaxTokenIDs:   2 << 20,
+
+		MaxConcurrentDecides: 128,
+		ShedRetryAfter:       time.Second,
+		ShutdownTimeout:      10 * time.Second,
 
 		PostgresConnectTimeout: 5 * time.Second,
 		PostgresPingInterval:   pgstore.DefaultPingInterval,
@@ -109,6 +119,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "how long an engine load report stays current")
 	fs.DurationVar(&c.ClockSkew, "clock-skew", c.ClockSkew, "tolerated clock skew of engine report capture times")
 	fs.IntVar(&c.MaxTokenIDs, "max-token-ids", c.MaxTokenIDs, "largest token_ids list a Decide request may carry")
+	fs.IntVar(&c.MaxConcurrentDecides, "max-concurrent-decides", c.MaxConcurrentDecides, "Decide calls in progress on this replica beyond which new ones are shed at once (RESOURCE_EXHAUSTED / 503 with a retry hint); 0 = no bound")
+	fs.DurationVar(&c.ShedRetryAfter, "shed-retry-after", c.ShedRetryAfter, "retry hint given to shed Decide calls")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "graceful shutdown deadline")
 	fs.StringVar(&c.PostgresDSN, "postgres-dsn", c.PostgresDSN, "Postgres configuration store (falls back to DATABASE_URL); empty = file store")
 	fs.StringVar(&c.ConfigSnapshot, "config-snapshot", c.ConfigSnapshot, "last-known configuration file served when Postgres is down at start-up; empty = beside -config; - = none")
@@ -166,6 +178,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("-clock-skew %v: must not be negative", c.ClockSkew))
+	}
+	if c.MaxConcurrentDecides < 0 {
+		errs = append(errs, fmt.Errorf("-max-concurrent-decides %d: must not be negative (0 = no bound)", c.MaxConcurrentDecides))
+	}
+	if c.ShedRetryAfter <= 0 {
+		errs = append(errs, fmt.Errorf("-shed-retry-after %v: must be positive", c.ShedRetryAfter))
 	}
 	if c.MaxTokenIDs <= 0 {
 		errs = append(errs, fmt.Errorf("-max-token-ids %d: must be positive", c.MaxTokenIDs))

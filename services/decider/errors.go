@@ -52,7 +52,13 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		re   *requestError
 		auth *authError
 	)
+	var over *overloadedError
 	switch {
+	case errors.As(err, &over):
+		return codes.ResourceExhausted, over.Error(), []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "DECIDER_OVERLOADED", Domain: errorDomain,
+				Metadata: map[string]string{"max_concurrent_decides": fmt.Sprint(over.limit)}},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(over.retryAfter)}}
 	case errors.As(err, &auth):
 		return auth.code, auth.message, nil
 	case errors.As(err, &re):

@@ -37,6 +37,17 @@ type IngestConfig struct {
 	SnapshotInterval time.Duration
 	// KVMaxNodes caps the prefix index (LRU beyond it).
 	KVMaxNodes int
+	// RetryBackoffMax caps the (jittered) back-off of the Kafka readers after a broker
+	// error, so consumption resumes about this soon after a broker returns.
+	RetryBackoffMax time.Duration
+	// HealthInterval is how often the brokers are probed for high watermarks (true lag) and
+	// reachability.
+	HealthInterval time.Duration
+}
+
+// kafka returns the ingest.Config both streams share, for topic.
+func (c IngestConfig) kafka(brokers []string, topic string) ingest.Config {
+	return ingest.Config{Brokers: brokers, Topic: topic, MaxRetryBackoff: c.RetryBackoffMax, HealthInterval: c.HealthInterval}
 }
 
 func (c *IngestConfig) registerFlags(fs *flag.FlagSet) {
@@ -47,6 +58,8 @@ func (c *IngestConfig) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, "directory for warm-restart snapshots of the load table and KV index; empty disables them")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "time between warm-restart snapshots")
 	fs.IntVar(&c.KVMaxNodes, "kv-max-nodes", c.KVMaxNodes, "prefix index capacity in blocks (least recently used beyond it are evicted)")
+	fs.DurationVar(&c.RetryBackoffMax, "kafka-retry-backoff-max", c.RetryBackoffMax, "cap of the jittered back-off after a Kafka error; consumption resumes about this soon after a broker returns")
+	fs.DurationVar(&c.HealthInterval, "kafka-health-interval", c.HealthInterval, "how often the brokers are probed for reachability and high watermarks (sluice_ingest_broker_reachable, sluice_ingest_lag_records)")
 }
 
 func (c IngestConfig) brokers() []string {
@@ -79,14 +92,14 @@ func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *
 	if err != nil {
 		return nil, fmt.Errorf("-kv-max-nodes: %w", err)
 	}
-	li, err := ingest.NewLoadIngester(logger, ingest.Config{Brokers: brokers, Topic: cfg.LoadTopic}, load, reg, promReg)
+	li, err := ingest.NewLoadIngester(logger, cfg.kafka(brokers, cfg.LoadTopic), load, reg, promReg)
 	if err != nil {
 		return nil, err
 	}
 	// A new epoch on the KV stream means the engine restarted: its load from the previous life
 	// is dropped too (the load stream resets on its own epoch as well).
 	onNewEpoch := func(engine string, epoch uint64) { load.ResetEngineBefore(engine, epoch) }
-	ki, err := ingest.NewKVIngester(logger, ingest.KVConfig{Config: ingest.Config{Brokers: brokers, Topic: cfg.KVTopic},
+	ki, err := ingest.NewKVIngester(logger, ingest.KVConfig{Config: cfg.kafka(brokers, cfg.KVTopic),
 		DefaultFormat: cfg.KVDefaultFormat, OnNewEpoch: onNewEpoch}, index, st, promReg)
 	if err != nil {
 		return nil, err
@@ -111,6 +124,17 @@ func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *
 	}
 	reg.OnRemove(func(w *registry.Worker) { ki.RemoveEngine(w.ID) })
 	return in, nil
+}
+
+// degraded lists, one line each, the streams that cannot reach the brokers.
+func (in *ingestion) degraded() []string {
+	var out []string
+	for _, err := range []error{in.load.Healthy(), in.kv.Healthy()} {
+		if err != nil {
+			out = append(out, err.Error())
+		}
+	}
+	return out
 }
 
 // prefixSource is what cache-aware policies read.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/pgstore"
 	"github.com/sluicehq/sluice/state/registry"
 	"github.com/sluicehq/sluice/state/slots"
 )
@@ -64,6 +66,7 @@ type Server struct {
 	health           *health.Server
 	gatewayMux       *runtime.ServeMux
 	svc              *deciderService
+	shed             *shedder
 }
 
 // New builds the state, loads the configuration (an invalid file is a start-up error listing
@@ -124,7 +127,9 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
 
-	s.grpcServer = grpc.NewServer(grpc.ChainUnaryInterceptor(auth.grpcUnary))
+	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
+	s.shed = shed
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary))
 	sluicev1.RegisterDeciderServiceServer(s.grpcServer, grpcDecider{s: s.svc})
 	sluicev1.RegisterAdminServiceServer(s.grpcServer, grpcAdmin{a: admin})
 	s.health = health.NewServer()
@@ -155,7 +160,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	s.httpServer = &http.Server{Handler: mux, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: shed.http(mux), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -228,13 +233,45 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(openapiv2.SluiceJSON)
 }
 
+// ready answers 503 while the server is not serving (starting, draining). While it serves it
+// answers 200, because Decide keeps working on the state it has, and lists on further
+// "degraded:" lines each dependency it cannot reach: the configuration store (this replica may
+// serve a stale configuration) and the Kafka streams (load and KV residency stop updating).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
-	_, _ = w.Write([]byte("ready\n"))
+	var b strings.Builder
+	b.WriteString("ready\n")
+	for _, d := range s.degraded() {
+		b.WriteString("degraded: " + d + "\n")
+	}
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// degraded lists the dependencies this replica cannot reach right now.
+func (s *Server) degraded() []string {
+	var out []string
+	if pg, ok := s.store.(*pgstore.Store); ok {
+		if st := pg.ListenerStats(); !st.Connected {
+			out = append(out, fmt.Sprintf("configuration store unreachable: serving version %d, last heard from Postgres %s",
+				s.store.Current().Version, since(st.LastContact)))
+		}
+	}
+	if s.ingestion != nil {
+		out = append(out, s.ingestion.degraded()...)
+	}
+	return out
+}
+
+// since formats how long ago t was, or "never".
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Millisecond).String() + " ago"
 }
 
 // Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,

@@ -159,7 +159,8 @@ func TestBootstrapInject(t *testing.T) {
 // accepts yields valid JSON carrying the room.
 func FuzzParseFacts(f *testing.F) {
 	for _, s := range []string{`{"model":"m","messages":[{"content":"x"}]}`, `{"model":"m","prompt":[1,2]}`,
-		`{"model":"m","text":["a"],"sampling_params":[{}]}`, `{"model":"m","input_ids":[[1],[2]]}`, `{}`, `{"model":"m","prompt":"\u00e9"} `} {
+		`{"model":"m","text":["a"],"sampling_params":[{}]}`, `{"model":"m","input_ids":[[1],[2]]}`, `{}`, `{"model":"m","prompt":"\u00e9"} `,
+		`{"model":"m","text":["a","b"],"lora_path":["x",null],"cache_salt":"s"}`, `{"model":"m","messages":[],"lora_path":"x"}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {

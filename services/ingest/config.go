@@ -19,9 +19,10 @@ const (
 	DefaultMaxUnknownEngines = 10_000
 	DefaultMaxRecordBytes    = 8 << 20
 	DefaultBadLogInterval    = 30 * time.Second
-	DefaultRetryBackoff      = 500 * time.Millisecond
-	DefaultMaxRetryBackoff   = 10 * time.Second
-	DefaultUnhealthyAfter    = 30 * time.Second
+	DefaultRetryBackoff      = 200 * time.Millisecond
+	DefaultMaxRetryBackoff   = time.Second
+	DefaultUnhealthyAfter    = 5 * time.Second
+	DefaultHealthInterval    = 2 * time.Second
 )
 
 // Config holds one ingestion component's Kafka settings. The zero value of
@@ -55,11 +56,19 @@ type Config struct {
 	// records of the same kind; the line carries the count since the last.
 	BadLogInterval time.Duration
 	// RetryBackoff and MaxRetryBackoff bound the pause before a failed
-	// partition reader or metadata call is retried (doubling each time).
+	// partition reader or metadata call is retried (doubling each time,
+	// jittered down by up to half). The reader's own reconnect back-off is
+	// capped by MaxRetryBackoff too, so consumption resumes within about
+	// MaxRetryBackoff of a broker's return.
 	RetryBackoff, MaxRetryBackoff time.Duration
 	// UnhealthyAfter is how long a component may fail to reach the brokers
 	// before Healthy reports an error.
 	UnhealthyAfter time.Duration
+	// HealthInterval is how often the brokers are asked for every consumed
+	// partition's high watermark: the lag gauges then move even when no
+	// record arrives, and a lost broker is noticed within HealthInterval +
+	// DialTimeout + MaxWait.
+	HealthInterval time.Duration
 }
 
 // Validate reports every invalid field with the fix, or nil.
@@ -83,6 +92,7 @@ func (c Config) Validate() error {
 		{"MaxRecordBytes", int64(c.MaxRecordBytes)}, {"MaxUnknownEngines", int64(c.MaxUnknownEngines)},
 		{"BadLogInterval", int64(c.BadLogInterval)}, {"RetryBackoff", int64(c.RetryBackoff)},
 		{"MaxRetryBackoff", int64(c.MaxRetryBackoff)}, {"UnhealthyAfter", int64(c.UnhealthyAfter)},
+		{"HealthInterval", int64(c.HealthInterval)},
 	} {
 		if f.v < 0 {
 			bad("%s %d: must be >= 0 (0 selects the default)", f.name, f.v)
@@ -124,5 +134,7 @@ func (c Config) withDefaults(topic string) Config {
 	def(&c.RetryBackoff, DefaultRetryBackoff)
 	def(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	def(&c.UnhealthyAfter, DefaultUnhealthyAfter)
+	def(&c.HealthInterval, DefaultHealthInterval)
+	c.RetryBackoff = min(c.RetryBackoff, c.MaxRetryBackoff)
 	return c
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	lag       *prometheus.GaugeVec   // by partition, curried with stream
 	apply     prometheus.Observer
 	uncertain prometheus.Gauge       // KV only
+	reachable prometheus.Gauge       // 1 while the last broker probe answered
 	ignored   *prometheus.CounterVec // KV events applied partly or not at all on purpose, by reason
 }
 
@@ -47,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 		return nil, err
 	}
 	lag, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_ingest_lag_records", Help: "Records in the partition not yet applied (high watermark - next offset), as of the last fetch.",
+		Name: "sluice_ingest_lag_records", Help: "Records in the partition not yet applied: the broker's high watermark (probed every health interval, and seen on each fetch) minus the next offset to apply.",
 	}, []string{"stream", "partition"}))
 	if err != nil {
 		return nil, err
@@ -61,6 +62,12 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 	}
 	uncertain, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_ingest_kv_uncertain_holders", Help: "(engine, rank) holders whose KV residency is uncertain after a seq gap.",
+	}, []string{"stream"}))
+	if err != nil {
+		return nil, err
+	}
+	reachable, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_ingest_broker_reachable", Help: "1 while the stream's last probe of the brokers (metadata and high watermarks) answered; 0 means the replica is not receiving load or KV updates.",
 	}, []string{"stream"}))
 	if err != nil {
 		return nil, err
@@ -92,6 +99,7 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 		lag:     lag.MustCurryWith(prometheus.Labels{"stream": stream}),
 		ignored: ignored.MustCurryWith(prometheus.Labels{"stream": stream}),
 		apply:   apply.WithLabelValues(stream), uncertain: uncertain.WithLabelValues(stream),
+		reachable: reachable.WithLabelValues(stream),
 	}, nil
 }
 

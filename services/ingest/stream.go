@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -125,8 +126,94 @@ func (s *stream) handle(p int, msg *kafka.Message, lag prometheus.Gauge) {
 	}
 }
 
-func (s *stream) ok()   { s.failingSince.Store(0) }
-func (s *stream) fail() { s.failingSince.CompareAndSwap(0, time.Now().UnixNano()) }
+func (s *stream) ok() {
+	s.failingSince.Store(0)
+	s.m.reachable.Set(1)
+}
+
+func (s *stream) fail() {
+	s.failingSince.CompareAndSwap(0, time.Now().UnixNano())
+	s.m.reachable.Set(0)
+}
+
+// jitter returns a wait in [d/2, d] so that replicas retrying after a
+// shared outage do not hit the brokers in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1) //nolint:gosec // timing jitter, not security
+}
+
+// watch probes the brokers every HealthInterval for the high watermark of
+// every partition being consumed, until ctx ends. A probe that answers marks
+// the stream reachable and sets each partition's lag from the broker's
+// numbers; one that fails marks it failing. kafka-go's readers retry broker
+// errors internally and would otherwise leave a lost broker invisible: they
+// block in FetchMessage instead of returning an error.
+func (s *stream) watch(ctx context.Context, c *kafka.Client, partitions func() []int) {
+	t := time.NewTicker(s.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids := partitions()
+		if len(ids) == 0 {
+			continue
+		}
+		hwm, err := s.highWatermarks(ctx, c, ids)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if s.failingSince.Load() == 0 {
+				s.logger.Warn("brokers do not answer; the tables stop receiving updates until they return",
+					"stream", s.name, "topic", s.cfg.Topic, "error", err)
+			}
+			s.fail()
+			continue
+		}
+		if s.failingSince.Load() != 0 {
+			s.logger.Info("brokers answer again", "stream", s.name, "topic", s.cfg.Topic)
+		}
+		s.ok()
+		s.mu.Lock()
+		for p, end := range hwm {
+			next, ok := s.next[p]
+			if !ok || next < 0 {
+				next = 0
+			}
+			s.m.lag.WithLabelValues(strconv.Itoa(p)).Set(float64(max(end-next, 0)))
+		}
+		s.mu.Unlock()
+	}
+}
+
+// highWatermarks asks the brokers for the next offset to be written in each
+// partition.
+func (s *stream) highWatermarks(ctx context.Context, c *kafka.Client, ids []int) (map[int]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout+s.cfg.MaxWait)
+	defer cancel()
+	req := make([]kafka.OffsetRequest, len(ids))
+	for i, p := range ids {
+		req[i] = kafka.LastOffsetOf(p)
+	}
+	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{s.cfg.Topic: req}})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %q: %w", s.cfg.Topic, err)
+	}
+	out := make(map[int]int64, len(ids))
+	for _, po := range resp.Topics[s.cfg.Topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("list offsets of %q partition %d: %w", s.cfg.Topic, po.Partition, po.Error)
+		}
+		out[po.Partition] = po.LastOffset
+	}
+	return out, nil
+}
 
 // healthy reports ErrNotRunning, or an error when the stream has been unable
 // to reach the brokers for longer than UnhealthyAfter.
@@ -196,7 +283,17 @@ func (s *stream) run(ctx context.Context) error {
 	}()
 	c := s.client()
 	defer c.Transport.(*kafka.Transport).CloseIdleConnections()
+	var startedMu sync.Mutex
 	started := map[int]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watch(ctx, c, func() []int {
+			startedMu.Lock()
+			defer startedMu.Unlock()
+			return slices.Sorted(maps.Keys(started))
+		})
+	}()
 	backoff := s.cfg.RetryBackoff
 	for {
 		wait := s.cfg.PartitionRefresh
@@ -211,6 +308,7 @@ func (s *stream) run(ctx context.Context) error {
 		default:
 			s.ok()
 			backoff = s.cfg.RetryBackoff
+			startedMu.Lock()
 			for _, p := range ids {
 				if started[p] {
 					continue
@@ -223,6 +321,7 @@ func (s *stream) run(ctx context.Context) error {
 					s.consume(ctx, p, -1)
 				}()
 			}
+			startedMu.Unlock()
 			if len(ids) == 0 {
 				wait = min(wait, s.cfg.RetryBackoff)
 			}
@@ -230,7 +329,7 @@ func (s *stream) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(jitter(wait)):
 		}
 	}
 }
@@ -281,7 +380,11 @@ func (s *stream) consume(ctx context.Context, p int, until int64) {
 			MaxBytes:    s.cfg.MaxBytes,
 			MaxWait:     s.cfg.MaxWait,
 			StartOffset: kafka.FirstOffset,
-			Dialer:      &kafka.Dialer{ClientID: s.cfg.ClientID, Timeout: s.cfg.DialTimeout, DualStack: true},
+			// The reader reconnects by itself after broker errors; cap its
+			// back-off so consumption resumes soon after the broker returns.
+			ReadBackoffMin: s.cfg.RetryBackoff,
+			ReadBackoffMax: s.cfg.MaxRetryBackoff,
+			Dialer:         &kafka.Dialer{ClientID: s.cfg.ClientID, Timeout: s.cfg.DialTimeout, DualStack: true},
 			ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
 				s.logger.Debug("kafka reader: "+fmt.Sprintf(format, args...), "stream", s.name, "partition", p)
 			}),
@@ -311,7 +414,7 @@ func (s *stream) consume(ctx context.Context, p int, until int64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
 	}

@@ -45,8 +45,9 @@ func (w *workload) records(n int) []*kgo.Record {
 		h := w.holders[w.rng.IntN(len(w.holders))]
 		x := w.rng.IntN(100)
 		if x < 4 && w.last != nil {
-			dup := *w.last
-			out = append(out, &dup)
+			// A fresh record with the same content: a produced record carries
+			// the context, partition and offset of its produce call.
+			out = append(out, &kgo.Record{Key: w.last.Key, Value: w.last.Value, Headers: w.last.Headers})
 			continue
 		}
 		switch {

@@ -143,21 +143,8 @@ type BlockStored struct {
 	// only a numeric id, or "" for the base model.
 	LoRAName string
 	Medium   Medium
-	// ExtraKeys is nil when no block carries extra keys beyond what a
-	// namespace expresses (the text-only case, with or without LoRA and
-	// salt); otherwise it has one entry per block: "" for none, else an
-	// opaque, deterministic encoding of the engine's remaining extra keys
-	// (multimodal or prompt-embedding hashes). The adapter's own name or id
-	// and the cache salt that vLLM folds into extra keys are removed first
-	// (the salt moves to CacheSalt); see docs/kv-events.md.
-	ExtraKeys []string
-	// CacheSalt is the per-request cache salt (SGLang cache_salt or
-	// metadata.cache_salt; vLLM's from the first block's extra keys), "" if
-	// none.
-	CacheSalt string
-	// Group is the engine's KV-cache group (vLLM group_idx); 0 when the
-	// engine sent none, as single-group engines do.
-	Group int32
+	// The group fields sit beside Medium, in what would be its padding (the
+	// small ones first).
 	// GroupKind is the group's declared kind, GroupKindUnknown if none.
 	GroupKind GroupKind
 	// Sparse marks an event of a group that left blocks out (a
@@ -172,6 +159,21 @@ type BlockStored struct {
 	// bigram pairs), so the last block of a matched prefix is only reusable
 	// by a request that continues with those tokens.
 	Lookahead bool
+	// Group is the engine's KV-cache group (vLLM group_idx); 0 when the
+	// engine sent none, as single-group engines do.
+	Group int32
+	// ExtraKeys is nil when no block carries extra keys beyond what a
+	// namespace expresses (the text-only case, with or without LoRA and
+	// salt); otherwise it has one entry per block: "" for none, else an
+	// opaque, deterministic encoding of the engine's remaining extra keys
+	// (multimodal or prompt-embedding hashes). The adapter's own name or id
+	// and the cache salt that vLLM folds into extra keys are removed first
+	// (the salt moves to CacheSalt); see docs/kv-events.md.
+	ExtraKeys []string
+	// CacheSalt is the per-request cache salt (SGLang cache_salt or
+	// metadata.cache_salt; vLLM's from the first block's extra keys), "" if
+	// none.
+	CacheSalt string
 }
 
 // BlockRemoved reports blocks the engine evicted from one tier, or from all

@@ -592,3 +592,32 @@ func TestGroupMemory(t *testing.T) {
 	}
 	checkInvariants(t, ix)
 }
+
+// TestSnapshotVersion1StillRead: a snapshot from before KV-cache groups
+// restores (its holders hold everything in group 0); an unknown version is
+// corrupt.
+func TestSnapshotVersion1StillRead(t *testing.T) {
+	names := slots.NewTable()
+	ix, _ := New(Config{})
+	hd := h(names.Intern("engine-a"), 0)
+	if err := ix.Store(hd, nsA, stored([]uint64{1, 2, 3}, 0, false, toks(4, 3), kvevents.MediumCPU)); err != nil {
+		t.Fatal(err)
+	}
+	var v1 bytes.Buffer
+	if err := ix.writeSnapshot(&v1, names, snapshotVersionNoGroups); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := ReadSnapshot(bytes.NewReader(v1.Bytes()), Config{}, names)
+	if err != nil {
+		t.Fatalf("ReadSnapshot(version 1) error: %v", err)
+	}
+	if restored.Digest() != ix.Digest() {
+		t.Errorf("version 1 restore Digest() %x, want %x", restored.Digest(), ix.Digest())
+	}
+	checkInvariants(t, restored)
+	b := slices.Clone(v1.Bytes())
+	b[len(snapshotMagic)] = 9
+	if _, err := ReadSnapshot(bytes.NewReader(b), Config{}, names); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Errorf("ReadSnapshot(version 9) = %v, want ErrCorruptSnapshot", err)
+	}
+}

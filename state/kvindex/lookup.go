@@ -21,8 +21,10 @@ type Match struct {
 // The query is hashed the way Store hashes events, once per block size the
 // namespace has been stored with; an engine's match is its deepest over its
 // ranks and those sizes (by tokens). A holder's depth ends at the first
-// block it does not hold, even if it holds later ones. Matches are in no
-// particular order. Lookup does not allocate when out has room for the
+// block it does not hold, even if it holds later ones; a holder whose events
+// showed EAGLE lookahead does not count its last matched block (its hash
+// covers tokens after it; docs/kv-events.md). Matches are in no particular
+// order. Lookup does not allocate when out has room for the
 // result and fewer than 1024 holders exist; it marks the deepest matched
 // block as used, which protects it from the next LRU eviction.
 func (ix *Index) Lookup(ns Namespace, tokenIDs []uint32, out []Match) []Match {

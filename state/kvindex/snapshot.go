@@ -49,11 +49,17 @@ func (s *snapWriter) str(v string) { s.u32(uint32(len(v))); s.bytes([]byte(v)) }
 // WriteSnapshot writes the whole index to w. names maps engine slots to
 // ids. Writers wait while it runs; lookups do not.
 func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
+	return ix.writeSnapshot(w, names, snapshotVersion)
+}
+
+// writeSnapshot writes the given format version; tests write version 1 to
+// check it is still read.
+func (ix *Index) writeSnapshot(w io.Writer, names *slots.Table, version uint32) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	s := &snapWriter{w: bufio.NewWriterSize(w, 1<<16)}
 	s.bytes([]byte(snapshotMagic))
-	s.u32(snapshotVersion)
+	s.u32(version)
 	s.u32(uint32(len(ix.trees)))
 	for ns, ts := range ix.trees {
 		s.str(ns.Model)
@@ -81,6 +87,9 @@ func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
 		s.u32(uint32(hs.blockSize))
 		s.u32(uint32(hs.refs.n))
 		hs.refs.each(func(k, v uint64) { s.u64(k); s.u64(v) })
+		if version < snapshotVersion {
+			continue
+		}
 		s.u64(hs.excluded)
 		var flags uint32
 		if hs.lookahead {
