@@ -90,13 +90,13 @@ func runStream(ctx context.Context, s *kvStream, in <-chan item) {
 			return
 		case it := <-in:
 			if it.resync {
-				s.resync(ctx)
+				s.resync(ctx, true)
 			} else {
 				s.handleLive(ctx, it.b)
 			}
 		case <-changed:
 			if e, _ := s.epochs.current(); e != s.epoch {
-				s.resync(ctx)
+				s.resync(ctx, false)
 			}
 		}
 	}

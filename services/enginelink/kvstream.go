@@ -1,6 +1,7 @@
 package enginelink
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
@@ -54,6 +55,8 @@ type kvStream struct {
 	haveLive bool   // lastLive is set
 	lastLive uint64 // seq of the last live batch, to detect restarts
 
+	lastPayload []byte // payload of the last forwarded batch, to recognise it in a replay
+
 	m streamMetrics
 }
 
@@ -104,7 +107,7 @@ func newKVStream(logger *slog.Logger, spec EngineSpec, rank int, epochs *engineE
 // adopt follows the engine's current epoch; a new one starts the stream afresh (seq 0).
 func (s *kvStream) adopt() {
 	if e, _ := s.epochs.current(); e != s.epoch {
-		s.epoch, s.next, s.haveLive = e, 0, false
+		s.epoch, s.next, s.haveLive, s.lastPayload = e, 0, false, nil
 	}
 }
 
@@ -117,15 +120,7 @@ func (s *kvStream) handleLive(ctx context.Context, b batch) {
 	s.m.lastBatch.Set(float64(b.at.UnixNano()) / 1e9)
 	s.adopt()
 	if s.haveLive && b.seq <= s.lastLive {
-		old := s.epoch
-		epoch, minted := s.epochs.restart(s.epoch)
-		if minted {
-			s.m.all.kvEpochs.WithLabelValues(s.id, "restart").Inc()
-			s.logger.Info("engine restarted (its seq went backwards): new epoch",
-				slog.Uint64("seq", b.seq), slog.Uint64("last_seq", s.lastLive),
-				slog.Uint64("old_epoch", old), slog.Uint64("epoch", epoch))
-		}
-		s.epoch, s.next, s.haveLive = epoch, 0, false
+		s.newEpoch(b.seq, "its seq went backwards")
 	}
 	s.haveLive, s.lastLive = true, b.seq
 	if b.seq < s.next {
@@ -193,34 +188,39 @@ func (s *kvStream) replayRange(ctx context.Context, until uint64) uint64 {
 // resync runs when the link (re)connects to the rank or the engine's epoch changed: it replays
 // everything the engine still buffers from the next seq (0 in a new epoch), so a new epoch
 // starts complete and a reconnect loses nothing the engine can replay.
-func (s *kvStream) resync(ctx context.Context) {
+//
+// After a reconnect the engine may have restarted without the link seeing its seq go backwards
+// (the new process may already be past the old seq). The replay tells: it is asked from the last
+// forwarded seq, and the engine restarted when it no longer has that batch or has another
+// payload under that seq. Then a new epoch is minted and replayed from 0.
+func (s *kvStream) resync(ctx context.Context, reconnect bool) {
 	s.adopt()
 	if s.replayEP == "" {
 		return
 	}
-	from, fresh := s.next, s.fresh()
-	rctx, cancel := context.WithTimeout(ctx, s.replayTO)
-	defer cancel()
-	bs, err := s.replayer.replay(rctx, s.replayEP, from)
-	if err != nil {
-		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
-		s.logger.Warn("KV replay on (re)connect failed; gaps will be filled when the next batch arrives",
-			slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", from), slog.Any("error", err))
+	from := s.next
+	if reconnect && !s.fresh() {
+		from = s.next - 1
+	}
+	bs, ok := s.replayFrom(ctx, from)
+	if !ok {
 		return
 	}
-	s.m.all.kvReplays.WithLabelValues(s.id, "ok").Inc()
-	if len(bs) == 0 {
-		return
+	if reconnect && !s.fresh() && (len(bs) == 0 || bs[0].seq < from || bs[0].seq == from && !bytes.Equal(bs[0].payload, s.lastPayload)) {
+		s.newEpoch(from, "its replay buffer no longer holds the last forwarded batch")
+		if bs, ok = s.replayFrom(ctx, 0); !ok {
+			return
+		}
 	}
-	if first := bs[0].seq; first > from {
+	if len(bs) > 0 && bs[0].seq > s.next {
 		kind := "seq_jump"
-		if fresh {
+		if s.fresh() {
 			kind = "epoch_start"
 		}
 		s.m.all.kvGaps.WithLabelValues(s.id, kind).Inc()
-		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(first - from))
+		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(bs[0].seq - s.next))
 		s.logger.Info("engine's replay buffer starts after the seq needed; forwarding the jump",
-			slog.String("kind", kind), slog.Uint64("from_seq", from), slog.Uint64("first_replayed", first))
+			slog.String("kind", kind), slog.Uint64("from_seq", s.next), slog.Uint64("first_replayed", bs[0].seq))
 	}
 	var n uint64
 	for _, b := range bs {
@@ -233,6 +233,35 @@ func (s *kvStream) resync(ctx context.Context) {
 	s.logger.Debug("KV resync replayed", slog.Uint64("from_seq", from), slog.Uint64("batches", n))
 }
 
+// replayFrom asks for the batches from seq on; ok is false (and logged) when the request failed.
+func (s *kvStream) replayFrom(ctx context.Context, from uint64) ([]batch, bool) {
+	rctx, cancel := context.WithTimeout(ctx, s.replayTO)
+	defer cancel()
+	bs, err := s.replayer.replay(rctx, s.replayEP, from)
+	if err != nil {
+		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
+		s.logger.Warn("KV replay on (re)connect failed; gaps will be filled when the next batch arrives",
+			slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", from), slog.Any("error", err))
+		return nil, false
+	}
+	s.m.all.kvReplays.WithLabelValues(s.id, "ok").Inc()
+	return bs, true
+}
+
+// newEpoch records an engine restart: the stream starts over at seq 0 in a new epoch (shared
+// with the engine's other ranks, which resync on their own).
+func (s *kvStream) newEpoch(seq uint64, why string) {
+	old := s.epoch
+	epoch, minted := s.epochs.restart(s.epoch)
+	if minted {
+		s.m.all.kvEpochs.WithLabelValues(s.id, "restart").Inc()
+		s.logger.Info("engine restarted: new epoch", slog.String("evidence", why),
+			slog.Uint64("seq", seq), slog.Uint64("last_seq", s.lastLive),
+			slog.Uint64("old_epoch", old), slog.Uint64("epoch", epoch))
+	}
+	s.epoch, s.next, s.haveLive, s.lastPayload = epoch, 0, false, nil
+}
+
 // forward hands one batch to the producer and advances next.
 func (s *kvStream) forward(b batch, c prometheus.Counter) {
 	h := make([]kafka.Header, len(s.headers), len(s.headers)+2)
@@ -242,5 +271,5 @@ func (s *kvStream) forward(b batch, c prometheus.Counter) {
 		kafka.Header{Key: HeaderSeq, Value: strconv.AppendUint(nil, b.seq, 10)})
 	s.enqueue(kafka.Message{Topic: s.topic, Key: s.key, Value: b.payload, Headers: h, Time: b.at})
 	c.Inc()
-	s.next = b.seq + 1
+	s.next, s.lastPayload = b.seq+1, b.payload
 }

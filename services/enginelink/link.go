@@ -171,6 +171,7 @@ func (l *Link) Run(ctx context.Context) error {
 	l.logger.Info("enginelink started", slog.Int("static_engines", len(l.static)),
 		slog.String("fleet_admin_url", l.cfg.FleetAdminURL), slog.String("kv_bind", l.cfg.KVBind))
 
+	<-gctx.Done() // cancelled by ctx or by a failing part
 	err := g.Wait()
 	l.ready.Store(false)
 	stopEngines()

@@ -16,6 +16,9 @@ type item struct {
 	resync bool
 }
 
+// redialDelay separates a lost KV connection from the next dial.
+const redialDelay = 200 * time.Millisecond
+
 // logEvery bounds repeated warnings of one kind.
 const logEvery = 30 * time.Second
 
@@ -82,7 +85,10 @@ func (l *Link) subscribeRank(ctx context.Context, id string, rank int, endpoint 
 		_ = sub.Close()
 		cancel()
 		if ctx.Err() == nil {
-			logger.Info("KV publisher connection lost; reconnecting")
+			// Redial after a pause: an engine that is going away may still accept a connection on
+			// its closing listener, which would then never deliver anything.
+			logger.Info("KV publisher connection lost; reconnecting", slog.Duration("after", redialDelay))
+			sleep(ctx, redialDelay)
 		}
 	}
 }
