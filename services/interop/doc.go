@@ -4,7 +4,17 @@
 // metrics with the engines' metric names; a real `sluice enginelink` process
 // forwards them to the real Kafka broker; a real `sluice decider` indexes them,
 // and Decide (with explain) must pick the engine holding the prompt's prefix
-// with the exact matched token count.
+// with the exact matched token count. TestInterop gives the link its engines
+// in an -engines file; TestInteropFleet declares them only in the decider's
+// configuration and lets the link follow the decider's engine registry.
+//
+// The scenarios: parent-linked stores, removals, clears, two DP ranks, a
+// publisher that connects to the link's bound socket, LoRA adapters (lora_name
+// and model=<declared adapter>), cache salts, two KV-cache groups, the
+// STORAGE and CPU_PINNED tiers, a 100k-token SGLang prompt at page size 1, a
+// lost batch without replay (uncertain residency in the explain note) and
+// with replay (recovered), an engine restart (seq from 0 again), and the
+// engines' load from /metrics and SGLang's /v1/loads in GET /v1/admin/engines.
 //
 // The package has only tests. The Python side lives in testdata/: engine.py
 // drives the engines' publisher and recorder classes from commands the test

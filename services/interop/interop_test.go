@@ -31,11 +31,19 @@ const matchTimeout = 45 * time.Second
 const uncertainNote = "residency uncertain"
 
 // TestInterop runs the engines' own KV-event publishers and metrics names through the
-// real enginelink, Kafka and decider; see the package doc. The subtests share one stack
-// and run in order: each uses token ids of its own, so they do not see each other's
-// blocks, but later ones rely on the engines' state (seq numbers) left by earlier ones.
-func TestInterop(t *testing.T) {
-	s := startStack(t, []*engine{
+// real enginelink, Kafka and decider; see the package doc. The link reads the engines from
+// its own -engines file.
+func TestInterop(t *testing.T) { runInterop(t, false) }
+
+// TestInteropFleet is TestInterop with the link following the decider's engine registry:
+// the decider's configuration file is the one place the engines are declared.
+func TestInteropFleet(t *testing.T) { runInterop(t, true) }
+
+// runInterop starts the stack and runs the scenarios. The subtests share one stack and run
+// in order: each uses token ids of its own, so they do not see each other's blocks, but
+// later ones rely on the engines' state (seq numbers) left by earlier ones.
+func runInterop(t *testing.T, fleet bool) {
+	s := startStack(t, fleet, []*engine{
 		{id: vllmA, kind: "vllm", dpSize: 2, replay: true, lossy: true, lora: []string{loraAdapter}},
 		{id: vllmB, kind: "vllm", dpSize: 1},
 		{id: sglangA, kind: "sglang", dpSize: 1, pageSize: 16, lossy: true, loads: true},

@@ -66,6 +66,7 @@ func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.metr
 // `sluice decider` consuming Kafka with a cache_aware bucket.
 type stack struct {
 	owner  testing.TB // the test that owns every process
+	fleet  bool       // the link follows the decider's engine registry instead of an engines file
 	procs  *procs
 	dir    string
 	python string
@@ -84,16 +85,17 @@ type stack struct {
 	dc sluicev1connect.DeciderServiceClient
 }
 
-// startStack starts the whole system and returns once every engine's first published
-// batch reached the decider (see warmUp).
-func startStack(t *testing.T, defs []*engine) *stack {
+// startStack starts the whole system. With fleet, the decider's configuration declares the
+// engines' endpoints and the link follows its engine registry (-fleet-admin-url); without,
+// the link reads them from its own -engines file.
+func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 	t.Helper()
 	py := python(t)
 	brokers := testenv.KafkaBrokers(t)
 	suffix := randomSuffix()
 	dir := t.TempDir()
 	bin := buildSluice(t, dir)
-	s := &stack{owner: t, procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
+	s := &stack{owner: t, fleet: fleet, procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
 		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
 	ports := freePorts(t, 3)
 	used := map[int]bool{ports[0]: true, ports[1]: true, ports[2]: true}
@@ -134,21 +136,27 @@ func startStack(t *testing.T, defs []*engine) *stack {
 	return s
 }
 
-// startLink starts `sluice enginelink` on an engines file (static mode) listing every
-// engine's KV-event, replay and metrics endpoints and DP size.
+// startLink starts `sluice enginelink`: on an engines file (static mode) listing every
+// engine's KV-event, replay and metrics endpoints and DP size, or, in fleet mode, on the
+// decider's engine registry.
 func (s *stack) startLink(t *testing.T) {
 	t.Helper()
-	path := filepath.Join(s.dir, "engines.yaml")
-	if err := os.WriteFile(path, []byte(s.enginesYAML()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("enginelink engines:\n%s", s.enginesYAML())
-	s.link = s.procs.start(t, "enginelink", "enginelink",
-		"-engines", path, "-http-addr", s.linkHTTP,
-		"-kv-bind", "tcp://127.0.0.1:"+strconv.Itoa(s.kvBindPort),
+	args := []string{"enginelink", "-http-addr", s.linkHTTP,
+		"-kv-bind", "tcp://127.0.0.1:" + strconv.Itoa(s.kvBindPort),
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		"-scrape-interval", "250ms",
-		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}
+	if s.fleet {
+		args = append(args, "-fleet-admin-url", "http://"+s.deciderHTTP, "-admin-token", adminToken, "-fleet-poll", "500ms")
+	} else {
+		path := filepath.Join(s.dir, "engines.yaml")
+		if err := os.WriteFile(path, []byte(s.enginesYAML()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("enginelink engines:\n%s", s.enginesYAML())
+		args = append(args, "-engines", path)
+	}
+	s.link = s.procs.start(t, "enginelink", args...)
 	waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
 }
 
@@ -176,7 +184,9 @@ func (s *stack) enginesYAML() string {
 }
 
 // configYAML is the decider's configuration: every engine and one cache_aware bucket for
-// model. Engines that serve LoRA adapters declare them (lora_adapters).
+// model. Engines that serve LoRA adapters declare them (lora_adapters). In fleet mode the
+// workers also carry what the link needs: endpoints, DP size, and the kind and SGLang
+// /v1/loads URL as the labels the link reads (engine, loads_url).
 func (s *stack) configYAML() string {
 	var b strings.Builder
 	b.WriteString("workers:\n")
@@ -186,6 +196,23 @@ func (s *stack) configYAML() string {
 		if len(e.lora) > 0 {
 			fmt.Fprintf(&b, "    lora_adapters: [%s]\n", strings.Join(e.lora, ", "))
 		}
+		if !s.fleet {
+			continue
+		}
+		fmt.Fprintf(&b, "    labels: {engine: %s", e.kind)
+		if e.loads {
+			fmt.Fprintf(&b, ", loads_url: %q", e.url()+"/v1/loads")
+		}
+		b.WriteString("}\n")
+		if e.bind {
+			fmt.Fprintf(&b, "    kv_events_endpoint: \"bind:tcp://127.0.0.1:%d\"\n", s.kvBindPort)
+		} else {
+			fmt.Fprintf(&b, "    kv_events_endpoint: \"tcp://127.0.0.1:%d\"\n", e.kvPort)
+		}
+		if e.replay {
+			fmt.Fprintf(&b, "    kv_replay_endpoint: \"tcp://127.0.0.1:%d\"\n", e.replayPort)
+		}
+		fmt.Fprintf(&b, "    metrics_url: %q\n    dp_size: %d\n", e.url()+"/metrics", e.dpSize)
 	}
 	fmt.Fprintf(&b, `buckets:
   - id: %s
