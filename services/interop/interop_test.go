@@ -3,6 +3,8 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +61,8 @@ func runInterop(t *testing.T, fleet bool) {
 
 	t.Run("StoresWithParents", func(t *testing.T) {
 		t1 := toks(100_000, 48)
-		s.vllm(t, vllmA, 0, stored(t1[:32], 0, hashes(1, 0, 2)...))
-		s.vllm(t, vllmA, 0, storedAfter(t1[32:], 0, hashes(1, 1, 1)[0], hashes(1, 2, 1)...))
+		s.vllm(t, vllmA, 0, stored(t1[:32], hashes(1, 0, 2)...))
+		s.vllm(t, vllmA, 0, storedAfter(t1[32:], hashes(1, 1, 1)[0], hashes(1, 2, 1)...))
 		s.expectMatch(t, "vLLM chain of 3 blocks", req(append(t1, toks(190_000, 7)...)), vllmA, 48)
 
 		s.sgStore(t, sglangA, 0, "p-a", "", toks(200_000, 32), sgOpts{})
@@ -71,7 +73,7 @@ func runInterop(t *testing.T, fleet bool) {
 
 	t.Run("ConnectingPublisher", func(t *testing.T) {
 		tc := toks(150_000, 48)
-		s.vllm(t, vllmC, 0, stored(tc[:32], 0, hashes(15, 0, 2)...), storedAfter(tc[32:], 0, hashes(15, 1, 1)[0], hashes(15, 2, 1)...))
+		s.vllm(t, vllmC, 0, stored(tc[:32], hashes(15, 0, 2)...), storedAfter(tc[32:], hashes(15, 1, 1)[0], hashes(15, 2, 1)...))
 		s.expectMatch(t, "vLLM publisher connected to the link's socket, told apart by topic", req(tc), vllmC, 48)
 	})
 
@@ -89,7 +91,7 @@ func runInterop(t *testing.T, fleet bool) {
 
 	t.Run("DPRanks", func(t *testing.T) {
 		t2 := toks(300_000, 32)
-		s.vllm(t, vllmA, 1, stored(t2, 0, hashes(3, 0, 2)...))
+		s.vllm(t, vllmA, 1, stored(t2, hashes(3, 0, 2)...))
 		s.expectMatch(t, "vLLM blocks on DP rank 1", req(t2), vllmA, 32)
 		s.expectMatch(t, "vLLM rank 0 blocks beside rank 1's", req(toks(100_000, 48)), vllmA, 16)
 	})
@@ -106,7 +108,7 @@ func runInterop(t *testing.T, fleet bool) {
 
 	t.Run("LoRA", func(t *testing.T) {
 		t3 := toks(400_000, 32)
-		ev := stored(t3, 0, hashes(4, 0, 2)...)
+		ev := stored(t3, hashes(4, 0, 2)...)
 		ev["lora_name"], ev["lora_id"] = loraAdapter, 1
 		ev["extra_keys"] = [][]any{{loraAdapter}, {loraAdapter}}
 		s.vllm(t, vllmA, 0, ev)
@@ -149,7 +151,7 @@ func runInterop(t *testing.T, fleet bool) {
 	t.Run("KVCacheGroups", func(t *testing.T) {
 		t5 := toks(600_000, 32)
 		h := hashes(6, 0, 2)
-		g0, g1 := stored(t5, 0, h...), stored(t5, 0, h...)
+		g0, g1 := stored(t5, h...), stored(t5, h...)
 		g0["group_idx"], g1["group_idx"] = 0, 1
 		s.vllm(t, vllmB, 0, g0, g1)
 		s.expectMatch(t, "vLLM blocks in groups 0 and 1", req(t5), vllmB, 32)
@@ -167,9 +169,9 @@ func runInterop(t *testing.T, fleet bool) {
 	t.Run("Tiers", func(t *testing.T) {
 		t6 := toks(700_000, 32)
 		h := hashes(7, 0, 2)
-		storage := stored(t6, 0, h...)
+		storage := stored(t6, h...)
 		storage["medium"] = "STORAGE"
-		s.vllm(t, vllmB, 0, stored(t6, 0, h...), storage)
+		s.vllm(t, vllmB, 0, stored(t6, h...), storage)
 		s.expectMatch(t, "vLLM GPU + STORAGE", req(t6), vllmB, 32)
 		s.vllm(t, vllmB, 0, removed(h...)) // medium GPU
 		s.barrier(t, vllmB, 0)
@@ -219,36 +221,39 @@ func runInterop(t *testing.T, fleet bool) {
 		s.sgFlush(t, sglangA, 0)
 		s.expectMatch(t, "SGLang batch after the gap", req(toks(810_000, 32)), sglangA, 32)
 		s.expectNote(t, "SGLang uncertain after a lost batch", req(toks(810_000, 32)), sglangA, true)
+		s.expectUncertainHolders(t, "one (engine, rank) uncertain in the decider's /metrics", 1)
 		s.expectMatch(t, "SGLang lost batch is not indexed", req(toks(800_000, 32)), "", 0)
 		s.sgClear(t, sglangA, 0)
 		s.sgFlush(t, sglangA, 0)
 		s.expectMatch(t, "SGLang cleared after the gap", req(toks(810_000, 32)), "", 0)
 		m := s.barrier(t, sglangA, 0)
 		s.expectNote(t, "SGLang certain again after a clear", req(m), sglangA, false)
+		s.expectUncertainHolders(t, "no holder uncertain after the clear", 0)
 	})
 
 	t.Run("GapReplayed", func(t *testing.T) {
 		// vllm-a has a replay socket: the link fills the gap from it.
 		s.engines[vllmA].py.do(t, map[string]any{"op": "drop", "rank": 0, "count": 1})
 		t8, t9 := toks(900_000, 32), toks(910_000, 32)
-		s.vllm(t, vllmA, 0, stored(t8, 0, hashes(9, 0, 2)...)) // lost on the way
-		s.vllm(t, vllmA, 0, stored(t9, 0, hashes(9, 2, 2)...))
+		s.vllm(t, vllmA, 0, stored(t8, hashes(9, 0, 2)...)) // lost on the way
+		s.vllm(t, vllmA, 0, stored(t9, hashes(9, 2, 2)...))
 		s.expectMatch(t, "vLLM batch after the gap", req(t9), vllmA, 32)
 		s.expectMatch(t, "vLLM lost batch recovered through the replay socket", req(t8), vllmA, 32)
 		s.expectNote(t, "vLLM certain after the replay", req(t8), vllmA, false)
+		s.expectUncertainHolders(t, "no holder uncertain after the replay", 0)
 	})
 
 	t.Run("Restart", func(t *testing.T) {
 		e := s.engines[vllmB]
 		old := toks(1_300_000, 32)
-		s.vllm(t, vllmB, 0, stored(old, 0, hashes(13, 0, 2)...))
+		s.vllm(t, vllmB, 0, stored(old, hashes(13, 0, 2)...))
 		s.expectMatch(t, "vLLM blocks before the restart", req(old), vllmB, 32)
 		e.py.kill()
 		s.startEngine(t, e) // a new publisher process: seq starts at 0 again
 		s.warmUp(t, e, 0)
 		s.expectMatch(t, "vLLM blocks of the previous process are gone", req(old), "", 0)
 		fresh := toks(1_310_000, 32)
-		s.vllm(t, vllmB, 0, stored(fresh, 0, hashes(13, 2, 2)...))
+		s.vllm(t, vllmB, 0, stored(fresh, hashes(13, 2, 2)...))
 		s.expectMatch(t, "vLLM blocks of the new process", req(fresh), vllmB, 32)
 	})
 
@@ -317,18 +322,14 @@ func hashes(sc, i, n int) []uint64 {
 }
 
 // stored is a vLLM BlockStored map (fields as engine.py passes them to the real struct).
-func stored(tokens []uint32, lora int, hs ...uint64) map[string]any {
-	ev := map[string]any{"type": "BlockStored", "block_hashes": hs, "token_ids": tokens, "block_size": vllmBlock,
+func stored(tokens []uint32, hs ...uint64) map[string]any {
+	return map[string]any{"type": "BlockStored", "block_hashes": hs, "token_ids": tokens, "block_size": vllmBlock,
 		"medium": "GPU"}
-	if lora != 0 {
-		ev["lora_id"] = lora
-	}
-	return ev
 }
 
 // storedAfter is stored with a parent block.
-func storedAfter(tokens []uint32, lora int, parent uint64, hs ...uint64) map[string]any {
-	ev := stored(tokens, lora, hs...)
+func storedAfter(tokens []uint32, parent uint64, hs ...uint64) map[string]any {
+	ev := stored(tokens, hs...)
 	ev["parent_block_hash"] = parent
 	return ev
 }
@@ -415,7 +416,7 @@ func (s *stack) barrier(t testing.TB, id string, r int) []uint32 {
 func (s *stack) publishMarker(t testing.TB, e *engine, r int, tokens []uint32, n int) {
 	t.Helper()
 	if e.kind == "vllm" {
-		s.vllm(t, e.id, r, stored(tokens, 0, hashes(1000+n, 0, 1)...))
+		s.vllm(t, e.id, r, stored(tokens, hashes(1000+n, 0, 1)...))
 		return
 	}
 	node := fmt.Sprintf("marker-%d", n)
@@ -530,6 +531,38 @@ func (s *stack) expectNote(t testing.TB, what string, r *sluicev1.DecideRequest,
 			}
 		}
 		return false, id + " is not a candidate: " + resp.String()
+	})
+}
+
+// expectUncertainHolders polls the decider's /metrics until
+// sluice_ingest_kv_uncertain_holders (holders left uncertain by a seq gap) is want.
+func (s *stack) expectUncertainHolders(t testing.TB, what string, want float64) {
+	t.Helper()
+	s.eventually(t, matchTimeout, what, func() (bool, string) {
+		resp, err := quick.Get("http://" + s.deciderHTTP + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err.Error()
+		}
+		var lines []string
+		sum, seen := 0.0, false
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "sluice_ingest_kv_uncertain_holders{") {
+				continue
+			}
+			lines = append(lines, line)
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return false, line + ": " + err.Error()
+			}
+			sum, seen = sum+v, true
+		}
+		return seen && sum == want, fmt.Sprintf("%q", lines)
 	})
 }
 
