@@ -9,7 +9,11 @@
 #                      the requirements file (and the python3 version) are unchanged
 #                      (stamp: requirements.sha256 in the venv), and exports
 #                        SLUICE_TEST_PYTHON  the venv's python
-#                      Needs python3 with venv and PyPI; installs python3-venv when root.
+#                      It also compiles SGLang's page-hash C++ extension (the wheel's own
+#                      hash_binding.cpp, which SGLang builds through torch) with g++ into
+#                      $venv/interop-ext, where services/interop/testdata/stubs.py loads it.
+#                      Needs python3 with venv, g++, OpenSSL headers and PyPI; installs the
+#                      Debian packages when root.
 
 # pyenv_requirements prints the path of scripts/interop/requirements.txt.
 pyenv_requirements() { echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/../interop" && pwd)/requirements.txt"; }
@@ -29,11 +33,27 @@ pyenv_wanted() {
   return 1
 }
 
+# pyenv_build_hash_ext VENV compiles the installed sglang wheel's hash_binding.cpp as SGLang's
+# native_hash.py does (same flags, module hicache_hash_cpp) into VENV/interop-ext.
+pyenv_build_hash_ext() {
+  local venv="$1" py src ext flags=(-O3 -std=c++17 -DNDEBUG)
+  py="$venv/bin/python"
+  src="$("$py" -c 'import importlib.metadata as m; print(m.distribution("sglang").locate_file("sglang/srt/mem_cache/cpp_utils/hash_binding.cpp"))')"
+  ext="$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+  if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then flags+=(-mavx2); fi
+  mkdir -p "$venv/interop-ext"
+  # shellcheck disable=SC2046 # pybind11 --includes prints several -I flags.
+  g++ "${flags[@]}" -w -shared -fPIC -DTORCH_EXTENSION_NAME=hicache_hash_cpp \
+    $("$py" -m pybind11 --includes) "$src" -o "$venv/interop-ext/hicache_hash_cpp$ext" -lcrypto
+}
+
 # pyenv_setup: see the file comment.
 pyenv_setup() {
   local req cache venv want stamp t0 lockfd
   t0=$SECONDS
   command -v python3 >/dev/null || apt_install python3 python3-venv
+  command -v g++ >/dev/null || apt_install g++
+  [[ -f /usr/include/openssl/sha.h ]] || apt_install libssl-dev
   if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv
   fi
@@ -73,6 +93,11 @@ pyenv_setup() {
     exec {lockfd}>&-
     show_log_tail "$cache/interop-venv.log"
     die "pyenv: the venv's packages do not import"
+  fi
+  if ! pyenv_build_hash_ext "$venv" >>"$cache/interop-venv.log" 2>&1; then
+    exec {lockfd}>&-
+    show_log_tail "$cache/interop-venv.log"
+    die "pyenv: building SGLang's hash_binding.cpp failed (log: $cache/interop-venv.log)"
   fi
   echo "$want" >"$stamp"
   exec {lockfd}>&-

@@ -11,7 +11,8 @@ installed by scripts/lib/pyenv.sh:
   SGLang  sglang.srt.disaggregation.kv_events: EventPublisherFactory ->
           ZmqEventPublisher, KVEventBatch; sglang.srt.mem_cache.events:
           KVCacheEventRecorder, which turns radix-tree nodes into events
-          (one per page, coalesced), with the engine's real page hashes.
+          (one per page, coalesced), with the engine's real page hashes (its
+          hash_binding.cpp, compiled by scripts/lib/pyenv.sh).
 
 Only modules that need torch, triton or a CUDA/C++ build are replaced, before
 import, through sys.modules (see stubs.py); the package __init__ files, which

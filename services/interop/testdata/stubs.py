@@ -25,14 +25,13 @@ Importing this module, before any vllm or sglang import, does two things:
      sglang.kernels.ops.kvcache.mla_buffer   triton kernels, unused here
      sglang.srt.utils.cpp_extension_loader   builds the page-hash C++
                                  extension with torch.utils.cpp_extension; the
-                                 stand-in "extension" computes the same
-                                 SHA-256 page chain as hash_binding.cpp for
-                                 32-bit token ids (the real native_hash.py and
-                                 mem_cache/utils.py call it)
+                                 stand-in imports the same source, the wheel's
+                                 hash_binding.cpp, compiled with g++ by
+                                 scripts/lib/pyenv.sh (the real native_hash.py
+                                 and mem_cache/utils.py call it)
 """
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -129,33 +128,22 @@ _stub(
 )
 
 
-class _PageHash:
-    """What hash_binding.cpp's get_hash computes for 32-bit token ids: per page,
-    SHA-256(prior digest || tokens as little-endian u32), chained, as hex."""
+def _load_extension_with_recovery(name, sources, **kwargs):
+    """Import the extension scripts/lib/pyenv.sh compiled from the wheel's own
+    hash_binding.cpp (module hicache_hash_cpp) instead of building it with torch."""
+    ext_dir = os.path.join(sys.prefix, "interop-ext")
+    if name != "hicache_hash_cpp" or not os.path.isdir(ext_dir):
+        raise RuntimeError("%s: not prebuilt in %s (run scripts/lib/pyenv.sh)" % (name, ext_dir))
+    if ext_dir not in sys.path:
+        sys.path.insert(0, ext_dir)
+    import importlib
 
-    @staticmethod
-    def get_hash(raw, logical_len, unit_width, is_bigram, prior_digest, page_size):
-        if is_bigram or unit_width != 1:
-            raise NotImplementedError("bigram/wide pages are not used by the interop test")
-        if any(t < 0 or t >= 1 << 32 for t in raw[:logical_len]):
-            raise NotImplementedError("token ids beyond u32 are not used by the interop test")
-        single = page_size is None
-        page = logical_len if single else page_size
-        out = []
-        prior = prior_digest
-        for start in range(0, logical_len, page):
-            h = hashlib.sha256()
-            if prior is not None:
-                h.update(prior)
-            h.update(b"".join(int(t).to_bytes(4, "little") for t in raw[start : min(start + page, logical_len)]))
-            prior = h.digest()
-            out.append(h.hexdigest())
-        return out[0] if single else out
+    return importlib.import_module(name)
 
 
 _stub(
     "sglang.srt.utils.cpp_extension_loader",
-    load_extension_with_recovery=lambda **kwargs: _PageHash(),
+    load_extension_with_recovery=_load_extension_with_recovery,
 )
 
 
