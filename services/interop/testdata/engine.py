@@ -48,6 +48,7 @@ Commands (stdin), each answered by {"ok": true, ...} or {"ok": false, "error"}:
 
 import hashlib
 import json
+import os
 import sys
 import threading
 import time
@@ -282,9 +283,16 @@ def free_port():
     return port
 
 
+# Replies go to the original stdout; everything else that writes to stdout
+# (vLLM's default log handler does) is sent to stderr, the test's log.
+_replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+
 def reply(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    _replies.write(json.dumps(obj) + "\n")
+    _replies.flush()
 
 
 def main():

@@ -2,23 +2,22 @@
 
 Importing this module, before any vllm or sglang import, does two things:
 
-1. Registers bare packages (vllm, vllm.distributed, sglang, sglang.srt, ...)
-   whose __path__ is the installed wheel directory. Their real __init__ files
-   import the whole engine (torch, CUDA kernels, model code); skipping them
-   lets the KV-event submodules load from the real, unmodified files.
+1. Registers bare packages (vllm, vllm.distributed, vllm.utils, sglang,
+   sglang.srt, ...) whose __path__ is the installed wheel directory. Their
+   real __init__ files import the whole engine (torch, CUDA kernels, model
+   code); skipping them lets the KV-event submodules, and what they import
+   (vllm.logger, vllm.envs, vllm.utils.network_utils, sglang.srt.environ,
+   sglang.srt.runtime_context, sglang.srt.utils.network, ...), load from the
+   real, unmodified files.
 
 2. Puts stand-ins into sys.modules for the few modules those submodules import
    that cannot load without torch, triton or a C++ build. Each stand-in holds
    only the names the KV-event code uses, and says what it replaces:
 
    vLLM
-     vllm.logger                 init_logger -> logging.getLogger (the real one
-                                 imports vllm.envs and torch-backed formatters)
      vllm.config.utils           config -> dataclasses.dataclass (the real
                                  decorator is a pydantic dataclass factory that
                                  imports torch); KVEventsConfig itself is real
-     vllm.utils.network_utils    get_ip & co., used only for tcp://*:0 binds
-                                 (vllm.utils/__init__ imports torch)
      vllm.v1.core.kv_cache_utils ExternalBlockHash = bytes | int, copied from
                                  the real module (which imports torch)
    SGLang
@@ -34,7 +33,6 @@ Importing this module, before any vllm or sglang import, does two things:
 import dataclasses
 import importlib.metadata
 import importlib.util
-import logging
 import os
 import sys
 import types
@@ -82,15 +80,7 @@ _vllm = _package_dir("vllm", "vllm")
 for pkg in ("vllm", "vllm.config", "vllm.distributed", "vllm.utils", "vllm.v1", "vllm.v1.core"):
     _bare_package(pkg, os.path.join(_vllm, *pkg.split(".")[1:]))
 
-_stub("vllm.logger", init_logger=logging.getLogger)
 _stub("vllm.config.utils", config=dataclasses.dataclass)
-_stub(
-    "vllm.utils.network_utils",
-    get_ip=_unavailable("get_ip (tcp://*:0)"),
-    get_tcp_uri=lambda ip, port: "tcp://%s:%d" % (ip, port),
-    is_valid_ipv6_address=lambda addr: ":" in addr,
-    split_zmq_path=_unavailable("split_zmq_path (tcp://*:0)"),
-)
 _stub("vllm.v1.core.kv_cache_utils", ExternalBlockHash=bytes | int)
 
 # --- SGLang ---------------------------------------------------------------
