@@ -471,8 +471,10 @@ func (st *decodeState) finishStored(f *evFields) *Error {
 	sparse := false
 	switch {
 	case nt == bs*nh:
-	case nh == 1 && nt > 0 && nt < bs && !f.hasGroup:
-		// SGLang short last page reported with the full page size.
+	case nh == 1 && nt > 0 && nt < bs:
+		// SGLang short last page reported with the full page size (never
+		// read as sparse: a group skipping null blocks has more tokens
+		// than its hashes cover, not fewer).
 		bs = nt
 	case f.hasGroup || !f.kind.PrefixGroup():
 		// A group that skipped (null) blocks: valid, but not a prefix.

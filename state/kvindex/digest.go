@@ -45,7 +45,7 @@ func (ix *Index) Digest() uint64 {
 				d += mix64(hid ^ mix64(k^3) ^ mix64(ix.nodes[idx].hash^4) ^ mix64(hs.groupsOf(k)^6))
 			}
 		})
-		d += mix64(hid ^ mix64(hs.excluded^7) ^ uint64(btoi(hs.lookahead)))
+		d += mix64(hid ^ mix64(hs.excluded^7) ^ mix64(hs.seen^8) ^ uint64(btoi(hs.lookahead)))
 	}
 	for ns, ts := range ix.trees {
 		for _, t := range ts {

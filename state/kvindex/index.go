@@ -189,8 +189,10 @@ type holderState struct {
 	// single-group engine therefore never adds an entry (docs/kv-events.md).
 	groups refMap
 	// excluded holds the groups that do not describe a prefix; their events
-	// are not indexed. It survives Clear (it is the engine's configuration).
+	// are not indexed. seen holds the groups that stored indexed blocks. Both
+	// survive Clear (they are the engine's configuration).
 	excluded uint64
+	seen     uint64
 	// lookahead is set once the holder's hashes cover tokens beyond their
 	// blocks (EAGLE): Lookup then does not count a match's last block.
 	lookahead bool
@@ -312,11 +314,14 @@ func (ix *Index) treeFor(ns Namespace, bs int) uint64 {
 // know is kept in a tier of its own.
 //
 // Groups: a block is held while any indexed group of h holds it. An event
-// that is Sparse or declares a non-prefix GroupKind excludes its group for
-// h: the group's holdings are dropped, its later events are ignored, and
-// Store returns ErrGroupNotIndexed, as it does for any event of an excluded
-// group. Storing a block again refreshes its recency and adds the tier and
-// the group.
+// that declares a non-prefix GroupKind, or a Sparse event while another
+// group of h is indexed, excludes its group for h: the group's holdings are
+// dropped, its later events are ignored, and Store returns
+// ErrGroupNotIndexed, as it does for any event of an excluded group. A
+// Sparse event of h's only group is ignored the same way but excludes
+// nothing, so that one odd event cannot empty a single-group holder.
+// Storing a block again refreshes its recency and adds the tier and the
+// group.
 func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	tier := tierOf(ev.Medium)
 	g := ev.Group
@@ -336,7 +341,9 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	}
 	hs := &ix.holders[hi]
 	if nonPrefix {
-		ix.excludeGroup(hi, g)
+		if !ev.GroupKind.PrefixGroup() || hs.seen&^hs.excluded&^groupBit(g) != 0 {
+			ix.excludeGroup(hi, g)
+		}
 		return ErrGroupNotIndexed
 	}
 	if hs.excluded&groupBit(g) != 0 {
@@ -345,6 +352,7 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	if ev.Lookahead {
 		hs.lookahead = true
 	}
+	hs.seen |= groupBit(g)
 	if nb == 1 && bs < hs.blockSize {
 		ix.partials++
 		return nil

@@ -187,6 +187,15 @@ func TestIndex(t *testing.T) {
 			query: full, want: []Match{{Engine: 1, Blocks: 2, Tokens: 8, BlockSize: bs}}, wantNodes: 2, wantPairs: 2,
 		},
 		{
+			name: "groups: a sparse event of the only group is ignored and excludes nothing",
+			ops: []op{
+				store(h(1, 0), nsA, stored([]uint64{10, 11}, 0, false, full[:8], 0), nil),
+				store(h(1, 0), nsA, &kvevents.BlockStored{BlockHashes: []uint64{13}, ParentHash: 11, HasParent: true, BlockSize: bs, Sparse: true}, ErrGroupNotIndexed),
+				store(h(1, 0), nsA, stored([]uint64{12}, 11, true, full[8:12], 0), nil),
+			},
+			query: full, want: []Match{{Engine: 1, Blocks: 3, Tokens: 12, BlockSize: bs}}, wantNodes: 3, wantPairs: 3,
+		},
+		{
 			name: "groups: a declared sliding-window group is not indexed",
 			ops: []op{
 				store(h(1, 0), nsA, &kvevents.BlockStored{BlockHashes: []uint64{10}, TokenIDs: full[:4], BlockSize: bs, Group: 1,

@@ -91,6 +91,7 @@ func (ix *Index) writeSnapshot(w io.Writer, names *slots.Table, version uint32) 
 			continue
 		}
 		s.u64(hs.excluded)
+		s.u64(hs.seen)
 		var flags uint32
 		if hs.lookahead {
 			flags |= holderFlagLookahead
@@ -213,8 +214,10 @@ func ReadSnapshot(r io.Reader, cfg Config, names *slots.Table) (*Index, error) {
 				}
 				hs.refs.put(k, v)
 			}
+			hs.seen = 1 // version 1: everything was group 0
 			if version >= snapshotVersion {
 				hs.excluded = s.u64()
+				hs.seen = s.u64()
 				hs.lookahead = s.u32()&holderFlagLookahead != 0
 				ng := s.count(1<<31, "group sets")
 				hs.groups.reserve(min(ng, 1<<26))
