@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // Config is the link's configuration, bound to flags by RegisterFlags (each with a SLUICE_*
@@ -56,6 +58,10 @@ type Config struct {
 	KafkaBatchTimeout time.Duration
 	// KafkaBatchSize is the most records per produce request and partition.
 	KafkaBatchSize int
+	// KafkaCompression is the record compression: none, gzip, snappy, lz4 or zstd. Compression
+	// multiplies what fits in one produce request (1 MiB by the brokers' default), and one
+	// engine's records share one partition, whose requests go one at a time.
+	KafkaCompression string
 
 	// HTTPAddr serves /metrics, /healthz and /readyz; empty disables it.
 	HTTPAddr string
@@ -77,6 +83,7 @@ func DefaultConfig() Config {
 		StreamBuffer:       4096,
 		KafkaBatchTimeout:  time.Millisecond,
 		KafkaBatchSize:     2000,
+		KafkaCompression:   "lz4",
 		HTTPAddr:           ":7090",
 		ShutdownTimeout:    5 * time.Second,
 	}
@@ -130,6 +137,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.StreamBuffer, "stream-buffer", c.StreamBuffer, "batches waiting per engine rank on the bound socket before they are dropped")
 	fs.DurationVar(&c.KafkaBatchTimeout, "kafka-batch-timeout", c.KafkaBatchTimeout, "how long the producer waits to fill a batch")
 	fs.IntVar(&c.KafkaBatchSize, "kafka-batch-size", c.KafkaBatchSize, "most records per produce request and partition")
+	fs.StringVar(&c.KafkaCompression, "kafka-compression", c.KafkaCompression, "record compression: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address of /metrics, /healthz, /readyz (empty: off)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound of draining Kafka at shutdown")
 }
@@ -189,10 +197,30 @@ func (c Config) Validate() error {
 	if c.StreamBuffer < 1 {
 		bad("-stream-buffer %d: must be at least 1 (default 4096)", c.StreamBuffer)
 	}
+	if _, err := compression(c.KafkaCompression); err != nil {
+		bad("-kafka-compression: %v", err)
+	}
 	if c.KafkaBatchSize < 1 {
 		bad("-kafka-batch-size %d: must be at least 1", c.KafkaBatchSize)
 	}
 	return errors.Join(errs...)
+}
+
+// compression maps a -kafka-compression name to kafka-go's codec (0 = none).
+func compression(name string) (kafka.Compression, error) {
+	switch strings.ToLower(name) {
+	case "", "none":
+		return 0, nil
+	case "gzip":
+		return kafka.Gzip, nil
+	case "snappy":
+		return kafka.Snappy, nil
+	case "lz4":
+		return kafka.Lz4, nil
+	case "zstd":
+		return kafka.Zstd, nil
+	}
+	return 0, fmt.Errorf("%q: use none, gzip, snappy, lz4 or zstd", name)
 }
 
 func (c Config) scrapeTimeout() time.Duration {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/internal/kafkadev"
 )
@@ -48,9 +50,21 @@ func startBroker(t testing.TB) []string {
 	return b.Addr()
 }
 
-// testConfig is a link config on brokers with no HTTP listener.
+// topicSeq makes topic names unique within the process (the real broker is shared).
+var topicSeq atomic.Int64
+
+// forEachBroker runs f against the in-process broker and against the real Kafka broker of
+// scripts/test.sh (skipped outside CI when none is configured).
+func forEachBroker(t *testing.T, f func(t *testing.T, brokers []string)) {
+	t.Run("kfake", func(t *testing.T) { f(t, startBroker(t)) })
+	t.Run("kafka", func(t *testing.T) { f(t, testenv.KafkaBrokers(t)) })
+}
+
+// testConfig is a link config on brokers with no HTTP listener and topics of its own.
 func testConfig(brokers []string) enginelink.Config {
 	cfg := enginelink.DefaultConfig()
+	n := strconv.FormatInt(time.Now().UnixNano()%1e12, 10) + "-" + strconv.FormatInt(topicSeq.Add(1), 10)
+	cfg.KVTopic, cfg.LoadTopic = "test.kv."+n, "test.load."+n
 	cfg.KafkaBrokers = strings.Join(brokers, ",")
 	cfg.HTTPAddr = ""
 	cfg.ScrapeInterval = 20 * time.Millisecond

@@ -15,83 +15,85 @@ import (
 // the payload frame unchanged with the contract headers, and the seqs are complete from 0
 // (the slow-joiner losses are replayed at connect).
 func TestConnectForwardsPayloadUnchanged(t *testing.T) {
-	brokers := startBroker(t)
-	eng := newFakeEngine(t, engineOpts{Replay: true, Rank: 0})
-	cfg := testConfig(brokers)
-	cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "qwen", KVEventsEndpoint: eng.pubEP,
-		KVReplayEndpoint: eng.ReplayEP(), LoRAName: "ad1", CacheSalt: "s1"}}
-	c := consume(t, brokers, cfg.KVTopic)
-	l := runLink(t, cfg)
+	forEachBroker(t, func(t *testing.T, brokers []string) {
+		eng := newFakeEngine(t, engineOpts{Replay: true, Rank: 0})
+		cfg := testConfig(brokers)
+		cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "qwen", KVEventsEndpoint: eng.pubEP,
+			KVReplayEndpoint: eng.ReplayEP(), LoRAName: "ad1", CacheSalt: "s1"}}
+		c := consume(t, brokers, cfg.KVTopic)
+		l := runLink(t, cfg)
 
-	warmUp(t, eng, c, "e1")
-	last := eng.publish(16)
-	waitFor(t, "all batches forwarded", func() bool {
-		r := c.records("e1")
-		return len(r) > 0 && r[len(r)-1].seq() == last
+		warmUp(t, eng, c, "e1")
+		last := eng.publish(16)
+		waitFor(t, "all batches forwarded", func() bool {
+			r := c.records("e1")
+			return len(r) > 0 && r[len(r)-1].seq() == last
+		})
+		recs := c.records("e1")
+		if diff := cmp.Diff(upTo(last+1), seqs(recs)); diff != "" {
+			t.Fatalf("seqs mismatch (-want +got):\n%s", diff)
+		}
+		epoch := recs[0].epoch()
+		for _, r := range recs {
+			want := map[string]string{
+				"sluice-format": "vllm.msgpack", "sluice-epoch": strconv.FormatUint(epoch, 10),
+				"sluice-seq": strconv.FormatUint(r.seq(), 10), "sluice-model": "qwen", "sluice-dp-rank": "0",
+				"sluice-lora": "ad1", "sluice-cache-salt": "s1",
+			}
+			if diff := cmp.Diff(want, r.Headers); diff != "" {
+				t.Errorf("seq %d headers mismatch (-want +got):\n%s", r.seq(), diff)
+			}
+			if !bytes.Equal(r.Value, eng.payloadOf(r.seq())) {
+				t.Errorf("seq %d: payload changed on the way", r.seq())
+			}
+		}
+		if epoch == 0 {
+			t.Error("epoch is 0")
+		}
+		if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"outcome": "unrecovered"}); got != 0 {
+			t.Errorf("unrecovered gap batches = %v, want 0 (everything was replayable)", got)
+		}
 	})
-	recs := c.records("e1")
-	if diff := cmp.Diff(upTo(last+1), seqs(recs)); diff != "" {
-		t.Fatalf("seqs mismatch (-want +got):\n%s", diff)
-	}
-	epoch := recs[0].epoch()
-	for _, r := range recs {
-		want := map[string]string{
-			"sluice-format": "vllm.msgpack", "sluice-epoch": strconv.FormatUint(epoch, 10),
-			"sluice-seq": strconv.FormatUint(r.seq(), 10), "sluice-model": "qwen", "sluice-dp-rank": "0",
-			"sluice-lora": "ad1", "sluice-cache-salt": "s1",
-		}
-		if diff := cmp.Diff(want, r.Headers); diff != "" {
-			t.Errorf("seq %d headers mismatch (-want +got):\n%s", r.seq(), diff)
-		}
-		if !bytes.Equal(r.Value, eng.payloadOf(r.seq())) {
-			t.Errorf("seq %d: payload changed on the way", r.seq())
-		}
-	}
-	if epoch == 0 {
-		t.Error("epoch is 0")
-	}
-	if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"outcome": "unrecovered"}); got != 0 {
-		t.Errorf("unrecovered gap batches = %v, want 0 (everything was replayable)", got)
-	}
 }
 
 // TestGapIsReplayed: batches lost on the way are fetched from the replay socket and forwarded
 // in order before the batch that revealed the gap.
 func TestGapIsReplayed(t *testing.T) {
-	brokers := startBroker(t)
-	eng := newFakeEngine(t, engineOpts{Replay: true})
-	cfg := testConfig(brokers)
-	cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "m", KVEventsEndpoint: eng.pubEP, KVReplayEndpoint: eng.ReplayEP()}}
-	c := consume(t, brokers, cfg.KVTopic)
-	l := runLink(t, cfg)
-	warmUp(t, eng, c, "e1")
-	gapsBefore := metricValue(t, l.Registry(), "sluice_enginelink_kv_gaps_total", map[string]string{"kind": "seq_jump"})
+	forEachBroker(t, func(t *testing.T, brokers []string) {
+		eng := newFakeEngine(t, engineOpts{Replay: true})
+		cfg := testConfig(brokers)
+		cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "m", KVEventsEndpoint: eng.pubEP, KVReplayEndpoint: eng.ReplayEP()}}
+		c := consume(t, brokers, cfg.KVTopic)
+		l := runLink(t, cfg)
+		warmUp(t, eng, c, "e1")
+		gapsBefore := metricValue(t, l.Registry(), "sluice_enginelink_kv_gaps_total", map[string]string{"kind": "seq_jump"})
 
-	eng.lose(3)
-	eng.lose(3)
-	eng.lose(3)
-	last := eng.publish(3)
-	waitFor(t, "the batch after the gap", func() bool {
-		r := c.records("e1")
-		return len(r) > 0 && r[len(r)-1].seq() == last
-	})
-	if diff := cmp.Diff(upTo(last+1), seqs(c.records("e1"))); diff != "" {
-		t.Fatalf("seqs mismatch (-want +got):\n%s", diff)
-	}
-	for _, r := range c.records("e1") {
-		if !bytes.Equal(r.Value, eng.payloadOf(r.seq())) {
-			t.Errorf("seq %d: payload differs from what the engine published", r.seq())
+		eng.lose(3)
+		eng.lose(3)
+		eng.lose(3)
+		last := eng.publish(3)
+		waitFor(t, "the batch after the gap", func() bool {
+			r := c.records("e1")
+			return len(r) > 0 && r[len(r)-1].seq() == last
+		})
+		if diff := cmp.Diff(upTo(last+1), seqs(c.records("e1"))); diff != "" {
+			t.Fatalf("seqs mismatch (-want +got):\n%s", diff)
 		}
-	}
-	if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gaps_total", map[string]string{"kind": "seq_jump"}) - gapsBefore; got != 1 {
-		t.Errorf("seq_jump gaps = %v, want 1", got)
-	}
-	if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"kind": "seq_jump", "outcome": "replayed"}); got < 3 {
-		t.Errorf("replayed gap batches = %v, want at least 3", got)
-	}
-	if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"outcome": "unrecovered"}); got != 0 {
-		t.Errorf("unrecovered gap batches = %v, want 0", got)
-	}
+		for _, r := range c.records("e1") {
+			if !bytes.Equal(r.Value, eng.payloadOf(r.seq())) {
+				t.Errorf("seq %d: payload differs from what the engine published", r.seq())
+			}
+		}
+		if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gaps_total", map[string]string{"kind": "seq_jump"}) - gapsBefore; got != 1 {
+			t.Errorf("seq_jump gaps = %v, want 1", got)
+		}
+		if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"kind": "seq_jump", "outcome": "replayed"}); got < 3 {
+			t.Errorf("replayed gap batches = %v, want at least 3", got)
+		}
+		if got := metricValue(t, l.Registry(), "sluice_enginelink_kv_gap_batches_total", map[string]string{"outcome": "unrecovered"}); got != 0 {
+			t.Errorf("unrecovered gap batches = %v, want 0", got)
+		}
+	})
 }
 
 // TestUnrecoverableGapStaysVisible: what the engine can no longer replay is not papered over:

@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Records dropped, by topic and reason (buffer_full: more than -max-buffered-records waiting; write_failed: retries exhausted). KV drops are seq gaps for the decider."}, []string{"topic", "reason"}),
 		kafkaLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: ns + "kafka_ack_latency_seconds",
 			Help:    "Time from receiving a batch (ZMQ or scrape) to its Kafka acknowledgement.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"topic"}),
+			Buckets: []float64{.00025, .0005, .001, .0015, .002, .003, .004, .005, .0075, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"topic"}),
 		kafkaBuffered: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "kafka_buffered_records",
 			Help: "Records waiting for Kafka (queued or in flight)."}),
 		kafkaLastAck: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "kafka_last_ack_timestamp_seconds",

@@ -49,6 +49,7 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		timeout: cfg.ShutdownTimeout,
 		m:       m,
 	}
+	codec, _ := compression(cfg.KafkaCompression) // validated
 	p.w = &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.brokers()...),
 		Balancer:               &kafka.Hash{},
@@ -56,12 +57,13 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		Async:                  true,
 		AllowAutoTopicCreation: true,
 		BatchSize:              cfg.KafkaBatchSize,
-		BatchBytes:             16 << 20,
+		BatchBytes:             1 << 20, // the brokers' default message.max.bytes
 		BatchTimeout:           cfg.KafkaBatchTimeout,
 		MaxAttempts:            5,
 		WriteBackoffMin:        50 * time.Millisecond,
 		WriteBackoffMax:        time.Second,
 		WriteTimeout:           5 * time.Second,
+		Compression:            codec,
 		Completion:             p.completed,
 	}
 	return p
@@ -134,10 +136,33 @@ func (p *producer) write(ctx context.Context, batch []kafka.Message) {
 		p.topic(batch[i].Topic).produced.Inc()
 	}
 	p.m.kafkaBuffered.Set(float64(p.buffered.Load()))
-	if err := p.w.WriteMessages(ctx, batch...); err != nil {
-		// Async mode fails here only before queueing (metadata lookups, closed writer).
-		p.failed(batch, err)
+	// Async mode fails here only before anything is queued (metadata lookups, closed writer), so
+	// the whole batch can be retried: a topic being auto-created answers UnknownTopicOrPartition
+	// or LeaderNotAvailable for a moment. Meanwhile new records wait in the bounded buffer.
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.w.WriteMessages(ctx, batch...)
+		if err == nil {
+			return
+		}
+		if attempt >= writeAttempts || !retriable(err) || ctx.Err() != nil {
+			p.failed(batch, err)
+			return
+		}
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// writeAttempts bounds the retries of one batch the writer did not accept.
+const writeAttempts = 8
+
+func retriable(err error) bool {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke.Temporary()
+	}
+	return false
 }
 
 // completed is the writer's Completion callback: one call per produced batch.
