@@ -77,6 +77,22 @@ func runInterop(t *testing.T, fleet bool) {
 		s.expectMatch(t, "vLLM publisher connected to the link's socket, told apart by topic", req(tc), vllmC, 48)
 	})
 
+	t.Run("ByteHashes", func(t *testing.T) {
+		// vLLM with int hashes disabled sends each block hash as its 32-byte digest.
+		tb := toks(160_000, 48)
+		digest := func(i int) string { return fmt.Sprintf("%064x", 0xb10c0000+i) }
+		first := stored(tb[:32])
+		first["block_hashes"], first["hash_bytes"] = []string{digest(0), digest(1)}, true
+		second := stored(tb[32:])
+		second["block_hashes"], second["parent_block_hash"], second["hash_bytes"] = []string{digest(2)}, digest(1), true
+		s.vllm(t, vllmB, 0, first, second)
+		s.expectMatch(t, "vLLM bytes hashes, parent linked", req(tb), vllmB, 48)
+		rm := removed()
+		rm["block_hashes"], rm["hash_bytes"] = []string{digest(2)}, true
+		s.vllm(t, vllmB, 0, rm)
+		s.expectMatch(t, "vLLM bytes hash removed", req(tb), vllmB, 32)
+	})
+
 	t.Run("Removals", func(t *testing.T) {
 		t1 := append(toks(100_000, 48), toks(190_000, 7)...)
 		s.vllm(t, vllmA, 0, removed(hashes(1, 2, 1)...))

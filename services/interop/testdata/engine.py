@@ -30,7 +30,8 @@ Commands (stdin), each answered by {"ok": true, ...} or {"ok": false, "error"}:
       engine's /metrics text (see metrics.py).
   {"op": "publish", "rank": r, "events": [{"type": "BlockStored", ...}]}
       vLLM: builds the engine's event structs from the fields and publishes
-      one KVEventBatch.
+      one KVEventBatch. With "hash_bytes": true in an event, its hashes are
+      hex strings sent as 32-byte digests.
   {"op": "store", "rank": r, "node": id, "parent": id|null, "tokens": [...],
    "medium": "GPU"|"CPU_PINNED", "cache_salt": s|null, "lora_name": s|null}
   {"op": "remove", "rank": r, "node": id, "medium": ...}
@@ -203,6 +204,11 @@ class Engine:
     def vllm_event(self, e):
         e = dict(e)
         t = e.pop("type")
+        if e.pop("hash_bytes", False):
+            # vLLM with int hashes off: ExternalBlockHash is the 32-byte digest.
+            e["block_hashes"] = [bytes.fromhex(h) for h in e["block_hashes"]]
+            if e.get("parent_block_hash") is not None:
+                e["parent_block_hash"] = bytes.fromhex(e["parent_block_hash"])
         cls = {"BlockStored": self.kv.BlockStored, "BlockRemoved": self.kv.BlockRemoved,
                "AllBlocksCleared": self.kv.AllBlocksCleared}[t]
         if t == "BlockStored":
