@@ -8,10 +8,10 @@
 // in an -engines file; TestInteropFleet declares them only in the decider's
 // configuration and lets the link follow the decider's engine registry.
 //
-// The scenarios: parent-linked stores (int and 32-byte hashes), removals,
-// clears, two DP ranks, a publisher that connects to the link's bound socket,
-// LoRA adapters (lora_name and model=<declared adapter>), cache salts, two
-// KV-cache groups, the STORAGE and CPU_PINNED tiers, a 100k-token SGLang
+// The scenarios: parent-linked stores (int and 32-byte hashes), EAGLE
+// lookahead blocks, removals, clears, two DP ranks, a publisher that connects
+// to the link's bound socket, LoRA adapters (lora_name and
+// model=<declared adapter>), cache salts, two KV-cache groups, the STORAGE and CPU_PINNED tiers, a 100k-token SGLang
 // prompt at page size 1, a lost batch without replay (uncertain residency in
 // the explain note and the decider's metrics) and with replay (recovered), an
 // engine restart (seq from 0 again), and the engines' load from /metrics and

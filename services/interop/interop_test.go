@@ -18,7 +18,7 @@ const (
 	vllmB   = "vllm-b"   // vLLM, KV-cache groups, STORAGE tier, restarts
 	sglangA = "sglang-a" // SGLang, page 16, lossy link without replay, salt, CPU_PINNED, LoRA, /v1/loads
 	sglangB = "sglang-b" // SGLang, page 1: the 100k-token prompt
-	vllmC   = "vllm-c"   // vLLM whose publisher connects to the link's bound socket
+	vllmC   = "vllm-c"   // vLLM whose publisher connects to the link's bound socket; EAGLE
 )
 
 // vllmBlock is the block size of the vLLM engines' events (their /metrics says the same).
@@ -75,6 +75,18 @@ func runInterop(t *testing.T, fleet bool) {
 		tc := toks(150_000, 48)
 		s.vllm(t, vllmC, 0, stored(tc[:32], hashes(15, 0, 2)...), storedAfter(tc[32:], hashes(15, 1, 1)[0], hashes(15, 2, 1)...))
 		s.expectMatch(t, "vLLM publisher connected to the link's socket, told apart by topic", req(tc), vllmC, 48)
+	})
+
+	t.Run("EAGLELookahead", func(t *testing.T) {
+		// vLLM with EAGLE hashes each block with the token after it (lookahead_token_ids):
+		// the last matched block depends on what follows, so it is not counted. The index
+		// treats the whole holder as an EAGLE engine from then on, so this runs on vllm-c,
+		// after its other scenario.
+		te := toks(170_000, 49)
+		ev := stored(te[:48], hashes(17, 0, 3)...)
+		ev["lookahead_token_ids"] = [][]uint32{{te[16]}, {te[32]}, {te[48]}}
+		s.vllm(t, vllmC, 0, ev)
+		s.expectMatch(t, "vLLM EAGLE blocks: the last matched block is not counted", req(te), vllmC, 32)
 	})
 
 	t.Run("ByteHashes", func(t *testing.T) {
