@@ -88,4 +88,3 @@ func BenchmarkOverload512(b *testing.B) {
 		})
 	}
 }
-

@@ -3,7 +3,9 @@ package enginelink_test
 import (
 	"context"
 	"flag"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,7 +102,7 @@ func TestEngineFlagAndFile(t *testing.T) {
 
 	dir := t.TempDir()
 	yamlPath := filepath.Join(dir, "engines.yaml")
-	os.WriteFile(yamlPath, []byte(`
+	writeFile(t, yamlPath, []byte(`
 - id: e1
   model: Qwen/Qwen3-8B
   kv_events_endpoint: tcp://10.0.0.5:5557
@@ -108,10 +110,10 @@ func TestEngineFlagAndFile(t *testing.T) {
   metrics_url: http://10.0.0.5:8000/metrics
   dp_size: 2
 - {id: e2, model: m, engine: sglang, loads_url: "http://10.0.0.6:30000/v1/loads", cache_salt: t1}
-`), 0o600)
+`))
 	jsonPath := filepath.Join(dir, "engines.json")
-	os.WriteFile(jsonPath, []byte(`[{"id":"e1","model":"Qwen/Qwen3-8B","kv_events_endpoint":"tcp://10.0.0.5:5557","kv_replay_endpoint":"tcp://10.0.0.5:5558","metrics_url":"http://10.0.0.5:8000/metrics","dp_size":2},
-{"id":"e2","model":"m","engine":"sglang","loads_url":"http://10.0.0.6:30000/v1/loads","cache_salt":"t1"}]`), 0o600)
+	writeFile(t, jsonPath, []byte(`[{"id":"e1","model":"Qwen/Qwen3-8B","kv_events_endpoint":"tcp://10.0.0.5:5557","kv_replay_endpoint":"tcp://10.0.0.5:5558","metrics_url":"http://10.0.0.5:8000/metrics","dp_size":2},
+{"id":"e2","model":"m","engine":"sglang","loads_url":"http://10.0.0.6:30000/v1/loads","cache_salt":"t1"}]`))
 	wantFile := []enginelink.EngineSpec{
 		{ID: "e1", Model: "Qwen/Qwen3-8B", KVEventsEndpoint: "tcp://10.0.0.5:5557", KVReplayEndpoint: "tcp://10.0.0.5:5558",
 			MetricsURL: "http://10.0.0.5:8000/metrics", DPSize: 2},
@@ -127,7 +129,7 @@ func TestEngineFlagAndFile(t *testing.T) {
 		}
 	}
 	typo := filepath.Join(dir, "typo.yaml")
-	os.WriteFile(typo, []byte("- {id: e1, model: m, metrics: http://x/metrics}\n"), 0o600)
+	writeFile(t, typo, []byte("- {id: e1, model: m, metrics: http://x/metrics}\n"))
 	if _, err := enginelink.LoadEngineFile(typo); err == nil {
 		t.Error("a misspelt key was accepted")
 	}
@@ -167,5 +169,37 @@ func TestBrokerDownIsBoundedAndCounted(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil (a broker outage is not fatal)", err)
+	}
+}
+
+// TestHTTPEndpoints: /healthz, /readyz and /metrics with the link's series.
+func TestHTTPEndpoints(t *testing.T) {
+	cfg := testConfig(startBroker(t))
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "m"}}
+	l := runLink(t, cfg)
+	waitFor(t, "listening", func() bool { return l.HTTPAddr() != "" })
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + l.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d", code)
+	}
+	waitFor(t, "ready", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	if _, body := get("/metrics"); !strings.Contains(body, "sluice_enginelink_engines{source=\"static\"} 1") {
+		t.Errorf("/metrics lacks sluice_enginelink_engines{source=\"static\"} 1:\n%.2000s", body)
+	}
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,6 +25,7 @@
 // 0-based, unchanged), sluice-model, sluice-dp-rank, and sluice-lora / sluice-cache-salt when
 // configured. The epoch is minted per engine by the link (wall-clock nanoseconds, strictly
 // increasing within the process) when it starts following the engine and anew whenever the
-// engine's seq goes backwards (an engine restart). Load reports of an engine carry the same epoch
+// engine restarted: its seq went backwards, or its replay buffer holds another payload under
+// the last forwarded seq (checked at every reconnect and gap). Load reports of an engine carry the same epoch
 // and their own seq from 1 per (engine, rank, epoch).
 package enginelink

@@ -56,7 +56,7 @@ func (er *engineRun) start() {
 
 // worker returns rank's worker, starting it on first use; nil once the engine is stopping or
 // for an absurd rank.
-func (er *engineRun) worker(_ context.Context, rank int) *rankWorker {
+func (er *engineRun) worker(rank int) *rankWorker {
 	if rank < 0 || rank >= maxRanks {
 		return nil
 	}

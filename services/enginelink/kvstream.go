@@ -122,58 +122,79 @@ func (s *kvStream) handleLive(ctx context.Context, b batch) {
 	if s.haveLive && b.seq <= s.lastLive {
 		s.newEpoch(b.seq, "its seq went backwards")
 	}
-	s.haveLive, s.lastLive = true, b.seq
 	if b.seq < s.next {
+		s.haveLive, s.lastLive = true, b.seq
 		s.m.duplicates.Inc() // already forwarded by a replay
 		return
 	}
 	if b.seq > s.next {
-		s.fill(ctx, b.seq)
+		s.fill(ctx, b.seq) // may find a restart and start a new epoch
 	}
+	s.haveLive, s.lastLive = true, b.seq
 	s.forward(b, s.m.live)
 }
 
 // fill replays the missing batches [next, until) when it can, and counts what stays missing.
+//
+// The replay is asked from the last forwarded seq, to check it still is the same engine process:
+// when the engine holds another payload under that seq it restarted without the link seeing its
+// seq go backwards (the new process got past the old seq while batches were lost), and the gap
+// is the start of a new epoch, replayed from 0.
 func (s *kvStream) fill(ctx context.Context, until uint64) {
-	kind := "seq_jump"
+	var replayed uint64
+	if s.replayEP != "" {
+		from, verify := s.next, !s.fresh()
+		if verify {
+			from--
+		}
+		bs, ok := s.replayFrom(ctx, from)
+		if ok && verify && len(bs) > 0 && bs[0].seq == from && !bytes.Equal(bs[0].payload, s.lastPayload) {
+			s.newEpoch(until, "its replay buffer holds another batch under the last forwarded seq")
+			bs, _ = s.replayFrom(ctx, 0)
+		}
+		s.countGap()
+		from = s.next
+		replayed = s.forwardRange(bs, until)
+		s.countMissing(from, until, replayed)
+		return
+	}
+	s.countGap()
+	s.countMissing(s.next, until, 0)
+}
+
+func (s *kvStream) gapKind() string {
 	if s.fresh() {
+		return "epoch_start"
+	}
+	return "seq_jump"
+}
+
+func (s *kvStream) countGap() { s.m.all.kvGaps.WithLabelValues(s.id, s.gapKind()).Inc() }
+
+// countMissing counts and logs the outcome of a gap [from, until) of which replayed were filled.
+func (s *kvStream) countMissing(from, until, replayed uint64) {
+	kind := "seq_jump"
+	if from == 0 {
 		kind = "epoch_start"
 	}
-	from := s.next
-	s.m.all.kvGaps.WithLabelValues(s.id, kind).Inc()
-	replayed := s.replayRange(ctx, until)
-	missing := until - from
 	if replayed > 0 {
 		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "replayed").Add(float64(replayed))
 	}
-	if lost := missing - replayed; lost > 0 {
+	if lost := until - from - replayed; lost > 0 {
 		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(lost))
 		level := slog.LevelWarn
 		if kind == "epoch_start" {
-			level = slog.LevelInfo // history from before the link followed the engine
+			level = slog.LevelInfo // history from before the link followed this engine process
 		}
-		s.logger.Log(ctx, level, "KV batches missing and not replayable: forwarding the seq jump so the decider marks the engine uncertain",
+		s.logger.Log(context.Background(), level, "KV batches missing and not replayable: forwarding the seq jump so the decider marks the engine uncertain",
 			slog.String("kind", kind), slog.Uint64("from_seq", from), slog.Uint64("until_seq", until),
 			slog.Uint64("lost", lost), slog.Bool("replay_configured", s.replayEP != ""))
 	}
 }
 
-// replayRange forwards the replayable batches in [next, until) (until 0: no upper bound) and
-// returns how many it forwarded.
-func (s *kvStream) replayRange(ctx context.Context, until uint64) uint64 {
-	if s.replayEP == "" {
-		return 0
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.replayTO)
-	defer cancel()
-	bs, err := s.replayer.replay(rctx, s.replayEP, s.next)
-	if err != nil {
-		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
-		s.logger.Warn("KV replay failed", slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", s.next), slog.Any("error", err))
-		// Forward what arrived before the failure: it is in order.
-	} else {
-		s.m.all.kvReplays.WithLabelValues(s.id, "ok").Inc()
-	}
+// forwardRange forwards the batches of bs in [next, until) (until 0: no upper bound) in order
+// and returns how many it forwarded.
+func (s *kvStream) forwardRange(bs []batch, until uint64) uint64 {
 	var n uint64
 	for _, b := range bs {
 		if b.seq < s.next || (until > 0 && b.seq >= until) {
@@ -213,23 +234,10 @@ func (s *kvStream) resync(ctx context.Context, reconnect bool) {
 		}
 	}
 	if len(bs) > 0 && bs[0].seq > s.next {
-		kind := "seq_jump"
-		if s.fresh() {
-			kind = "epoch_start"
-		}
-		s.m.all.kvGaps.WithLabelValues(s.id, kind).Inc()
-		s.m.all.kvGapBatches.WithLabelValues(s.id, kind, "unrecovered").Add(float64(bs[0].seq - s.next))
-		s.logger.Info("engine's replay buffer starts after the seq needed; forwarding the jump",
-			slog.String("kind", kind), slog.Uint64("from_seq", s.next), slog.Uint64("first_replayed", bs[0].seq))
+		s.countGap()
+		s.countMissing(s.next, bs[0].seq, 0)
 	}
-	var n uint64
-	for _, b := range bs {
-		if b.seq < s.next {
-			continue
-		}
-		s.forward(b, s.m.replayed)
-		n++
-	}
+	n := s.forwardRange(bs, 0)
 	s.logger.Debug("KV resync replayed", slog.Uint64("from_seq", from), slog.Uint64("batches", n))
 }
 
@@ -240,7 +248,7 @@ func (s *kvStream) replayFrom(ctx context.Context, from uint64) ([]batch, bool) 
 	bs, err := s.replayer.replay(rctx, s.replayEP, from)
 	if err != nil {
 		s.m.all.kvReplays.WithLabelValues(s.id, "error").Inc()
-		s.logger.Warn("KV replay on (re)connect failed; gaps will be filled when the next batch arrives",
+		s.logger.Warn("KV replay failed; what it could not fill stays a visible seq gap",
 			slog.String("endpoint", s.replayEP), slog.Uint64("from_seq", from), slog.Any("error", err))
 		return nil, false
 	}

@@ -3,6 +3,7 @@ package enginelink
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func (l *Link) runBind(ctx context.Context, socks []zmq4.Socket) {
 					// One peer went away (an engine restarting); the socket keeps serving others.
 					continue
 				}
-				l.routeBound(ctx, port, msg.Frames, time.Now())
+				l.routeBound(port, msg.Frames, time.Now())
 			}
 		})
 	}
@@ -129,7 +130,8 @@ func (l *Link) runBind(ctx context.Context, socks []zmq4.Socket) {
 func (l *Link) bindSockets(ctx context.Context) ([]zmq4.Socket, error) {
 	var socks []zmq4.Socket
 	for p := range l.cfg.KVBindPorts {
-		ep, _ := rankEndpoint(l.cfg.KVBind, p) // validated
+		ep, _ := rankEndpoint(l.cfg.KVBind, p)                    // validated
+		ep = strings.Replace(ep, "tcp://*:", "tcp://0.0.0.0:", 1) // ZMQ's "all interfaces"
 		sub := zmq4.NewSub(ctx, zmqLogger(l.logger))
 		_ = sub.SetOption(zmq4.OptionSubscribe, "")
 		if err := sub.Listen(ep); err != nil {
@@ -158,7 +160,7 @@ func (e *bindError) Unwrap() error { return e.err }
 
 // routeBound hands one bound-socket message to its engine rank's worker, without blocking: a
 // full worker drops it (counted), which the worker then sees as a gap and replays.
-func (l *Link) routeBound(ctx context.Context, port int, frames [][]byte, at time.Time) {
+func (l *Link) routeBound(port int, frames [][]byte, at time.Time) {
 	topic, seq, payload, err := parseLive(frames)
 	if err != nil {
 		l.m.kvMalformed.WithLabelValues("frames").Inc()
@@ -177,7 +179,7 @@ func (l *Link) routeBound(ctx context.Context, port int, frames [][]byte, at tim
 	if !ok {
 		rank = port
 	}
-	w := er.worker(ctx, rank)
+	w := er.worker(rank)
 	if w == nil {
 		return // the engine is being stopped
 	}

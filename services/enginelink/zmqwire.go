@@ -55,8 +55,10 @@ func batchRank(payload []byte) (rank int, ok bool) {
 		if err != nil || n < 3 {
 			return 0, false
 		}
-		if d.Skip() != nil || d.Skip() != nil {
-			return 0, false
+		for range 2 { // ts, events
+			if d.Skip() != nil {
+				return 0, false
+			}
 		}
 		return decodeRank(d)
 	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
