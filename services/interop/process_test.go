@@ -6,7 +6,6 @@ package interop
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,29 +160,6 @@ func tail(path string, n int) string {
 		lines = append(lines, "(reading the log: "+err.Error()+")")
 	}
 	return strings.Join(lines, "\n")
-}
-
-// freePorts returns n distinct free loopback TCP ports. They are held open together while
-// picked, so they differ; another process could still take one before the child binds it, in
-// which case the child fails to start and its log says so.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var lis []net.Listener
-	defer func() {
-		for _, l := range lis {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lis = append(lis, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // buildSluice builds the sluice binary from the module root into dir, once per test binary.

@@ -97,11 +97,10 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 	bin := buildSluice(t, dir)
 	s := &stack{owner: t, fleet: fleet, procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
 		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
-	ports := freePorts(t, 3)
-	used := map[int]bool{ports[0]: true, ports[1]: true, ports[2]: true}
-	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(ports[2])
-	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(ports[0])
-	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(ports[1])
+	used := map[int]bool{}
+	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(freeRange(t, used, 1))
+	s.deciderHTTP = "127.0.0.1:" + strconv.Itoa(freeRange(t, used, 1))
+	s.linkHTTP = "127.0.0.1:" + strconv.Itoa(freeRange(t, used, 1))
 	s.kvBindPort = freeRange(t, used, 1)
 	for _, e := range defs {
 		e.kvPort = freeRange(t, used, e.dpSize)
@@ -314,16 +313,20 @@ func waitHTTP(t testing.TB, p *process, url string) {
 }
 
 // freeRange returns the first of n consecutive free loopback TCP ports (a DP engine's
-// rank r listens on base+r), none of them in used, and adds them to used. Like freePorts, another process could take one before the
-// engine binds it; the engine then fails to start and says so.
+// rank r listens on base+r), none of them in used, and adds them to used. The ports are
+// taken below the kernel's ephemeral range (ip_local_port_range), so that no outgoing
+// connection of the processes (the decider's and the link's Kafka clients) takes one
+// between the pick and the bind; another test could still bind one first, and the process
+// then fails to start and says so.
 func freeRange(t testing.TB, used map[int]bool, n int) int {
 	t.Helper()
-	for range 200 {
-		r, err := rand.Int(rand.Reader, big.NewInt(20000))
+	lo, hi := 10000, ephemeralLow()
+	for range 500 {
+		r, err := rand.Int(rand.Reader, big.NewInt(int64(hi-lo-n)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		base := 30000 + int(r.Int64())
+		base := lo + int(r.Int64())
 		var lis []net.Listener
 		ok := true
 		for i := range n {
@@ -348,8 +351,25 @@ func freeRange(t testing.TB, used map[int]bool, n int) int {
 			return base
 		}
 	}
-	t.Fatalf("no %d consecutive free ports found", n)
+	t.Fatalf("no %d consecutive free ports found in [%d, %d)", n, lo, hi)
 	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil || v <= 11000 {
+		return 32768
+	}
+	return v
 }
 
 // createTopics creates the run's topics with the broker's default settings (so the link's
