@@ -46,6 +46,8 @@ source "$ROOT/scripts/lib/kafka.sh"
 source "$ROOT/scripts/lib/vllm.sh"
 # shellcheck source=lib/schemathesis.sh
 source "$ROOT/scripts/lib/schemathesis.sh"
+# shellcheck source=lib/pyenv.sh
+source "$ROOT/scripts/lib/pyenv.sh"
 
 STEP="setup"
 DONE=()
@@ -181,6 +183,12 @@ else
     STEP="schemathesis venv"
     schemathesis_setup
     DONE+=("schemathesis-venv")
+  fi
+  # The engine interop test's Python (real vLLM/SGLang wheels), cached; only when it runs.
+  if pyenv_wanted "${PKGS[@]}"; then
+    STEP="python venv"
+    pyenv_setup
+    DONE+=("pyenv")
   fi
 fi
 
