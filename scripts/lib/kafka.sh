@@ -94,6 +94,10 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$state/data
 num.partitions=4
 auto.create.topics.enable=true
+# Room for one KV-event record of an SGLang page-size-1 prompt of 100k+ tokens (~1.3 MB); the
+# README tells operators to give their KV topic the same (max.message.bytes) and enginelink
+# -kafka-max-batch-bytes.
+message.max.bytes=16777216
 group.initial.rebalance.delay.ms=0
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=4

@@ -58,6 +58,12 @@ type Config struct {
 	KafkaBatchTimeout time.Duration
 	// KafkaBatchSize is the most records per produce request and partition.
 	KafkaBatchSize int
+	// KafkaMaxBatchBytes bounds one produce request per partition, and so the largest record:
+	// keep it at or below the KV topic's max.message.bytes (the brokers' default is 1 MiB).
+	// A record above it (an SGLang page-size-1 prompt of more than ~80k tokens is one ~1.3 MB
+	// batch) is dropped and counted as too_large, which the decider sees as a seq gap; raise
+	// both together to carry such prompts.
+	KafkaMaxBatchBytes int
 	// KafkaCompression is the record compression: none, gzip, snappy, lz4 or zstd. Compression
 	// multiplies what fits in one produce request (1 MiB by the brokers' default), and one
 	// engine's records share one partition, whose requests go one at a time.
@@ -83,6 +89,7 @@ func DefaultConfig() Config {
 		StreamBuffer:       4096,
 		KafkaBatchTimeout:  time.Millisecond,
 		KafkaBatchSize:     2000,
+		KafkaMaxBatchBytes: 1 << 20,
 		KafkaCompression:   "lz4",
 		HTTPAddr:           ":7090",
 		ShutdownTimeout:    5 * time.Second,
@@ -137,6 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.StreamBuffer, "stream-buffer", c.StreamBuffer, "batches waiting per engine rank on the bound socket before they are dropped")
 	fs.DurationVar(&c.KafkaBatchTimeout, "kafka-batch-timeout", c.KafkaBatchTimeout, "how long the producer waits to fill a batch")
 	fs.IntVar(&c.KafkaBatchSize, "kafka-batch-size", c.KafkaBatchSize, "most records per produce request and partition")
+	fs.IntVar(&c.KafkaMaxBatchBytes, "kafka-max-batch-bytes", c.KafkaMaxBatchBytes, "bytes per produce request and partition, and so the largest record; at most the KV topic's max.message.bytes")
 	fs.StringVar(&c.KafkaCompression, "kafka-compression", c.KafkaCompression, "record compression: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address of /metrics, /healthz, /readyz (empty: off)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound of draining Kafka at shutdown")
@@ -202,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if c.KafkaBatchSize < 1 {
 		bad("-kafka-batch-size %d: must be at least 1", c.KafkaBatchSize)
+	}
+	if c.KafkaMaxBatchBytes < 64<<10 {
+		bad("-kafka-max-batch-bytes %d: must be at least 65536 (default 1048576, the brokers' default max.message.bytes)", c.KafkaMaxBatchBytes)
 	}
 	return errors.Join(errs...)
 }

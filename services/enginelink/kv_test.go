@@ -287,3 +287,42 @@ func TestDPRanksConnect(t *testing.T) {
 		}
 	}
 }
+
+// TestTooLargeRecordIsDroppedAlone: a batch above -kafka-max-batch-bytes is dropped and counted
+// as too_large (a visible seq gap for the decider), and the records around it still reach
+// Kafka; before, kafka-go's MessageTooLargeError failed the whole produce call.
+func TestTooLargeRecordIsDroppedAlone(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, brokers []string) {
+		eng := newFakeEngine(t, engineOpts{})
+		cfg := testConfig(brokers)
+		cfg.KafkaMaxBatchBytes = 64 << 10
+		cfg.Engines = []enginelink.EngineSpec{{ID: "e1", Model: "m", KVEventsEndpoint: eng.pubEP}}
+		c := consume(t, brokers, cfg.KVTopic)
+		l := runLink(t, cfg)
+		warmUp(t, eng, c, "e1")
+		var want []uint64
+		for range 3 {
+			want = append(want, eng.publish(16))
+		}
+		big := eng.publish(400) // ~100 KB: above the 64 KiB bound
+		for range 3 {
+			want = append(want, eng.publish(16))
+		}
+		waitFor(t, "the batches around the big one forwarded", func() bool {
+			r := c.records("e1")
+			return len(r) > 0 && r[len(r)-1].seq() == want[len(want)-1]
+		})
+		var got []uint64
+		for _, r := range c.records("e1") {
+			if r.seq() >= want[0] {
+				got = append(got, r.seq())
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("seqs on Kafka mismatch (-want +got), the big batch %d missing only:\n%s", big, diff)
+		}
+		if n := metricValue(t, l.Registry(), "sluice_enginelink_kafka_records_dropped_total", map[string]string{"reason": "too_large"}); n != 1 {
+			t.Errorf("too_large drops = %v, want 1", n)
+		}
+	})
+}

@@ -36,8 +36,8 @@ type producer struct {
 }
 
 type topicMetrics struct {
-	produced, acked, dropFull, dropFailed prometheus.Counter
-	latency                               prometheus.Observer
+	produced, acked, dropFull, dropFailed, dropLarge prometheus.Counter
+	latency                                          prometheus.Observer
 }
 
 func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
@@ -57,7 +57,7 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		Async:                  true,
 		AllowAutoTopicCreation: true,
 		BatchSize:              cfg.KafkaBatchSize,
-		BatchBytes:             1 << 20, // the brokers' default message.max.bytes
+		BatchBytes:             int64(cfg.KafkaMaxBatchBytes), // at most the topic's max.message.bytes
 		BatchTimeout:           cfg.KafkaBatchTimeout,
 		// A produce batch is retried in place, which keeps each partition's order, for about
 		// two minutes (backoff capped at 1s): a broker outage shorter than that loses nothing
@@ -83,6 +83,7 @@ func (p *producer) topic(t string) *topicMetrics {
 		acked:      p.m.kafkaAcked.WithLabelValues(t),
 		dropFull:   p.m.kafkaDropped.WithLabelValues(t, "buffer_full"),
 		dropFailed: p.m.kafkaDropped.WithLabelValues(t, "write_failed"),
+		dropLarge:  p.m.kafkaDropped.WithLabelValues(t, "too_large"),
 		latency:    p.m.kafkaLatency.WithLabelValues(t),
 	}
 	v, _ := p.perTopic.LoadOrStore(t, tm)
@@ -150,6 +151,16 @@ func (p *producer) write(ctx context.Context, batch []kafka.Message) {
 		if err == nil {
 			return
 		}
+		// One record above -kafka-max-batch-bytes fails the whole call: drop that one, counted,
+		// and send the others.
+		var big kafka.MessageTooLargeError
+		if errors.As(err, &big) {
+			p.tooLarge(big.Message)
+			if batch = big.Remaining; len(batch) == 0 {
+				return
+			}
+			continue
+		}
 		if attempt >= writeAttempts || !retriable(err) || ctx.Err() != nil {
 			p.failed(batch, err)
 			return
@@ -196,6 +207,14 @@ func (p *producer) completed(msgs []kafka.Message, err error) {
 		p.errN = 0
 	}
 	p.errMu.Unlock()
+}
+
+// tooLarge drops one record above the produce size bound and says what to change.
+func (p *producer) tooLarge(msg kafka.Message) {
+	p.topic(msg.Topic).dropLarge.Inc()
+	p.buffered.Add(-1)
+	p.logger.Warn("record larger than -kafka-max-batch-bytes dropped (the decider sees the KV seq gap); raise -kafka-max-batch-bytes and the topic's max.message.bytes together to carry it",
+		slog.String("topic", msg.Topic), slog.String("key", string(msg.Key)), slog.Int("bytes", len(msg.Value)+len(msg.Key)))
 }
 
 func (p *producer) failed(msgs []kafka.Message, err error) {

@@ -141,6 +141,9 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 func (s *stack) startLink(t *testing.T) {
 	t.Helper()
 	args := []string{"enginelink", "-http-addr", s.linkHTTP,
+		// The test broker takes records up to 16 MiB (scripts/lib/kafka.sh), as a KV topic must
+		// for SGLang's page-size-1 prompts: the 100k-token one is a single ~1.3 MB record.
+		"-kafka-max-batch-bytes", "16777216",
 		"-kv-bind", "tcp://127.0.0.1:" + strconv.Itoa(s.kvBindPort),
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
 		"-scrape-interval", "250ms",
