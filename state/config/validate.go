@@ -159,7 +159,7 @@ const maxDPSize = 1024
 func (v *validator) engineEndpoints(w WorkerSpec, p string) {
 	if w.KVEventsEndpoint != "" {
 		if err := CheckZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, BindPrefix)); err != nil {
-			v.addf(join(p, "kv_events_endpoint"), "%v", err)
+			v.addf(join(p, "kv_events_endpoint"), "%v (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)", err)
 		}
 	}
 	if w.KVReplayEndpoint != "" {

@@ -162,13 +162,13 @@ func TestValidate(t *testing.T) {
 				{ID: "c", URL: "http://c", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "tcp://c:0", KVReplayEndpoint: "ipc:///tmp/r"},
 			}
 		}, want: []Problem{
-			{"workers[1].kv_events_endpoint", `"http://b:5557": unsupported transport "http"; use tcp, ipc or inproc`},
+			{"workers[1].kv_events_endpoint", `"http://b:5557": unsupported transport "http"; use tcp, ipc or inproc (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)`},
 			{"workers[1].kv_replay_endpoint", `"tcp://b": want tcp://host:port (host may be * for an engine that binds)`},
 			{"workers[1].metrics_url", `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`},
 			{"workers[1].dp_size", "must be between 0 and 1024"},
 			{"workers[1].lora_adapters[2]", `duplicate LoRA adapter "x" (also at index 1); list it once`},
 			{"workers[1].lora_adapters[0]", `"m" is also listed in models; list an adapter only under lora_adapters`},
-			{"workers[2].kv_events_endpoint", `"tcp://c:0": port must be a number between 1 and 65535`},
+			{"workers[2].kv_events_endpoint", `"tcp://c:0": port must be a number between 1 and 65535 (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)`},
 		}},
 		{name: "model mixes plain and pd engines", mutate: func(d *Document) {
 			d.Workers = append(d.Workers,
