@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/proctest"
+
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -100,7 +102,7 @@ func startPyEngine(t, owner testing.TB, py, dir, name string, start engineStart)
 	owner.Cleanup(func() {
 		e.stop()
 		if owner.Failed() {
-			t.Logf("---- %s (python engine) stderr ----\n%s", name, tail(logPath, tailLines))
+			t.Logf("---- %s (python engine) stderr ----\n%s", name, proctest.Tail(logPath, tailLines))
 		}
 	})
 	start.Op = "start"

@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"math/big"
@@ -16,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/proctest"
+
 	"connectrpc.com/connect"
-	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
@@ -32,12 +32,14 @@ const (
 	// loraAdapter is the LoRA adapter engine vllmA declares (lora_adapters).
 	loraAdapter = "sql-lora"
 	adminToken  = "interop-admin"
+	// stopGrace is how long a process gets to exit after SIGTERM before it is killed.
+	stopGrace = 5 * time.Second
+	// tailLines is how much of each process log a failing test prints.
+	tailLines = 60
 	// startTimeout bounds each process's start-up.
 	startTimeout = 60 * time.Second
 	// maxTokenIDs is the decider's -max-token-ids: room for the 100k-token prompt.
 	maxTokenIDs = 200_000
-	// kafkaPartitions matches the test broker's auto-created topics.
-	kafkaPartitions = 4
 )
 
 var quick = &http.Client{Timeout: 10 * time.Second}
@@ -67,7 +69,8 @@ func (e *engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.metr
 type stack struct {
 	owner  testing.TB // the test that owns every process
 	fleet  bool       // the link follows the decider's engine registry instead of an engines file
-	procs  *procs
+	procs  *proctest.Set
+	bin    string
 	dir    string
 	python string
 
@@ -78,7 +81,7 @@ type stack struct {
 	deciderHTTP, deciderGRPC string
 	linkHTTP                 string
 	kvBindPort               int // the link's -kv-bind socket, for engines with bind
-	decider, link            *process
+	decider, link            *proctest.Process
 	engines                  map[string]*engine
 	order                    []string
 
@@ -92,10 +95,10 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 	t.Helper()
 	py := python(t)
 	brokers := testenv.KafkaBrokers(t)
-	suffix := randomSuffix()
+	suffix := proctest.RandomSuffix()
 	dir := t.TempDir()
-	bin := buildSluice(t, dir)
-	s := &stack{owner: t, fleet: fleet, procs: newProcs(t, bin, dir), dir: dir, python: py, brokers: strings.Join(brokers, ","),
+	bin := proctest.BuildSluice(t, dir)
+	s := &stack{owner: t, fleet: fleet, procs: proctest.NewSet(t, dir, proctest.Options{StopGrace: stopGrace, TailLines: tailLines}), bin: bin, dir: dir, python: py, brokers: strings.Join(brokers, ","),
 		loadTopic: "interop-load-" + suffix, kvTopic: "interop-kv-" + suffix, engines: map[string]*engine{}}
 	used := map[int]bool{}
 	s.deciderGRPC = "127.0.0.1:" + strconv.Itoa(freeRange(t, used, 1))
@@ -111,7 +114,7 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 		s.engines[e.id] = e
 		s.order = append(s.order, e.id)
 	}
-	createTopics(t, brokers, s.loadTopic, s.kvTopic)
+	proctest.CreateTopics(t, brokers, s.loadTopic, s.kvTopic)
 	s.configPath = filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(s.configPath, []byte(s.configYAML()), 0o600); err != nil {
 		t.Fatal(err)
@@ -121,7 +124,7 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 	for _, id := range s.order {
 		s.startEngine(t, s.engines[id])
 	}
-	s.decider = s.procs.start(t, "decider", "decider",
+	s.decider = s.procs.Start(t, "decider", nil, s.bin, "decider",
 		"-grpc-addr", s.deciderGRPC, "-http-addr", s.deciderHTTP,
 		"-config", s.configPath, "-config-snapshot", "-",
 		"-kafka-brokers", s.brokers, "-load-topic", s.loadTopic, "-kv-topic", s.kvTopic,
@@ -129,7 +132,7 @@ func startStack(t *testing.T, fleet bool, defs []*engine) *stack {
 		"-probe-interval", "1s", "-probe-timeout", "500ms",
 		"-admin-token", adminToken,
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
-	waitHTTP(t, s.decider, "http://"+s.deciderHTTP+"/readyz")
+	proctest.WaitHTTP(t, quick, s.decider, "http://"+s.deciderHTTP+"/readyz", startTimeout)
 	s.startLink(t)
 	s.dc = sluicev1connect.NewDeciderServiceClient(quick, "http://"+s.deciderHTTP)
 	return s
@@ -158,8 +161,8 @@ func (s *stack) startLink(t *testing.T) {
 		t.Logf("enginelink engines:\n%s", s.enginesYAML())
 		args = append(args, "-engines", path)
 	}
-	s.link = s.procs.start(t, "enginelink", args...)
-	waitHTTP(t, s.link, "http://"+s.linkHTTP+"/healthz")
+	s.link = s.procs.Start(t, "enginelink", nil, s.bin, args...)
+	proctest.WaitHTTP(t, quick, s.link, "http://"+s.linkHTTP+"/healthz", startTimeout)
 }
 
 // enginesYAML is the link's -engines file.
@@ -289,32 +292,6 @@ func (s *stack) adminEngines(t testing.TB) map[string]*sluicev1.Engine {
 	return out
 }
 
-// waitHTTP polls url until it answers 200, failing early if the process exits.
-func waitHTTP(t testing.TB, p *process, url string) {
-	t.Helper()
-	deadline := time.Now().Add(startTimeout)
-	var last string
-	for {
-		if !p.running() {
-			t.Fatalf("%s exited during start-up (%v); see its log below", p.name, p.waitErr)
-		}
-		resp, err := quick.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v: GET %s: %s", p.name, startTimeout, url, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // freeRange returns the first of n consecutive free loopback TCP ports (a DP engine's
 // rank r listens on base+r), none of them in used, and adds them to used. The ports are
 // taken below the kernel's ephemeral range (ip_local_port_range), so that no outgoing
@@ -373,60 +350,4 @@ func ephemeralLow() int {
 		return 32768
 	}
 	return v
-}
-
-// createTopics creates the run's topics with the broker's default settings (so the link's
-// first records find their partitions) and deletes them when the test ends.
-func createTopics(t *testing.T, brokers []string, topics ...string) {
-	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req := &kafka.CreateTopicsRequest{}
-	for _, topic := range topics {
-		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: topic, NumPartitions: kafkaPartitions, ReplicationFactor: 1})
-	}
-	resp, err := c.CreateTopics(ctx, req)
-	if err != nil {
-		t.Fatalf("create topics %v: %v", topics, err)
-	}
-	for topic, err := range resp.Errors {
-		if err != nil {
-			t.Fatalf("create topic %s: %v", topic, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
-		ready := 0
-		if err == nil {
-			for _, mt := range md.Topics {
-				led := mt.Error == nil && len(mt.Partitions) == kafkaPartitions
-				for _, p := range mt.Partitions {
-					led = led && p.Error == nil && p.Leader.ID >= 0
-				}
-				if led {
-					ready++
-				}
-			}
-		}
-		if ready == len(topics) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topics %v have no partition leaders within 30s (metadata error: %v)", topics, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func randomSuffix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return strconv.FormatInt(time.Now().Unix(), 36) + "-" + hex.EncodeToString(b[:])
 }
