@@ -88,3 +88,51 @@ show_log_tail() {
   tail -n "$n" "$f" >&2
   printf -- '----- end of %s -----\n' "$f" >&2
 }
+
+# pinned_venv NAME REQUIREMENTS CHECK [BUILD] creates, once, the Python venv
+# ${SLUICE_CACHE:-~/.cache/sluice}/NAME-venv with every package of REQUIREMENTS installed
+# --no-deps (the file pins them all, so nothing unpinned comes along), runs the function
+# CHECK VENV (and BUILD VENV, when given, for extra build steps) with output in NAME-venv.log,
+# and stamps the venv with a hash of the requirements file and the python3 version. While the
+# stamp matches, later calls reuse it. One build at a time per cache (flock), even with
+# concurrent test.sh runs. Sets PINNED_VENV to the venv's path; dies with the log's tail on
+# failure. Installs python3-venv when root and missing.
+pinned_venv() {
+  local name="$1" req="$2" check="$3" build="${4:-}" cache venv logf want stamp lockfd t0=$SECONDS
+  command -v python3 >/dev/null || apt_install python3 python3-venv
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
+  venv="$cache/$name-venv"
+  logf="$cache/$name-venv.log"
+  want="$( (cat "$req" && python3 -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
+  stamp="$venv/requirements.sha256"
+  mkdir -p "$cache"
+  exec {lockfd}>"$cache/.$name-venv.lock"
+  flock "$lockfd"
+  # shellcheck disable=SC2034 # read by the callers
+  PINNED_VENV="$venv"
+  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    exec {lockfd}>&-
+    log "$name: using cached $venv ($(du -sh "$venv" 2>/dev/null | cut -f1))"
+    return 0
+  fi
+  log "$name: creating $venv from $req (pip install --no-deps; the first run downloads from PyPI)"
+  rm -rf "$venv"
+  _pinned_venv_step python3 -m venv "$venv"
+  _pinned_venv_step "$venv/bin/pip" install --disable-pip-version-check --no-input --no-deps -r "$req"
+  _pinned_venv_step "$check" "$venv"
+  [[ -z "$build" ]] || _pinned_venv_step "$build" "$venv"
+  echo "$want" >"$stamp"
+  exec {lockfd}>&-
+  log "$name: ready in $((SECONDS - t0))s ($(du -sh "$venv" | cut -f1))"
+}
+
+# _pinned_venv_step CMD... runs one build step of pinned_venv (whose name, logf and lockfd it
+# sees), its output appended to the log; on failure it releases the lock and dies.
+_pinned_venv_step() {
+  if ! "$@" >>"$logf" 2>&1; then
+    exec {lockfd}>&-
+    show_log_tail "$logf"
+    die "$name: '$*' failed (log: $logf)"
+  fi
+}

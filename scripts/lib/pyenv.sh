@@ -47,60 +47,16 @@ pyenv_build_hash_ext() {
     $("$py" -m pybind11 --includes) "$src" -o "$venv/interop-ext/hicache_hash_cpp$ext" -lcrypto
 }
 
+# pyenv_check VENV: the packages the engines' KV-event code imports are there.
+pyenv_check() { "$1/bin/python" -c 'import msgspec, zmq, pydantic, psutil'; }
+
 # pyenv_setup: see the file comment.
 pyenv_setup() {
-  local req cache venv want stamp t0 lockfd
-  t0=$SECONDS
-  command -v python3 >/dev/null || apt_install python3 python3-venv
   command -v g++ >/dev/null || apt_install g++
   [[ -f /usr/include/openssl/sha.h ]] || apt_install libssl-dev
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    apt_install python3-venv
-  fi
   # The sglang 0.5.23 wheels are built for CPython 3.11 to 3.13 only.
   python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' ||
     die "pyenv: need python3 3.11 to 3.13 for the sglang wheel; python3 is $(python3 -V 2>&1)"
-  req="$(pyenv_requirements)"
-  cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
-  venv="$cache/interop-venv"
-  want="$( (cat "$req" && python3 -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
-  stamp="$venv/requirements.sha256"
-  mkdir -p "$cache"
-  # One build at a time per cache, even with concurrent test.sh runs.
-  exec {lockfd}>"$cache/.interop-venv.lock"
-  flock "$lockfd"
-  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    exec {lockfd}>&-
-    export SLUICE_TEST_PYTHON="$venv/bin/python"
-    log "pyenv: using cached $venv ($(du -sh "$venv" 2>/dev/null | cut -f1))"
-    return 0
-  fi
-  log "pyenv: creating $venv from $req (vllm and sglang wheels, --no-deps; first run downloads ~380 MB)"
-  rm -rf "$venv"
-  if ! python3 -m venv "$venv" >"$cache/interop-venv.log" 2>&1; then
-    exec {lockfd}>&-
-    show_log_tail "$cache/interop-venv.log"
-    die "pyenv: python3 -m venv $venv failed"
-  fi
-  log "pyenv: pip install --no-deps -r $(basename "$req")"
-  if ! "$venv/bin/pip" install --disable-pip-version-check --no-input --no-deps -r "$req" \
-    >>"$cache/interop-venv.log" 2>&1; then
-    exec {lockfd}>&-
-    show_log_tail "$cache/interop-venv.log"
-    die "pyenv: pip install into $venv failed (log: $cache/interop-venv.log)"
-  fi
-  if ! "$venv/bin/python" -c 'import msgspec, zmq, pydantic, psutil' >>"$cache/interop-venv.log" 2>&1; then
-    exec {lockfd}>&-
-    show_log_tail "$cache/interop-venv.log"
-    die "pyenv: the venv's packages do not import"
-  fi
-  if ! pyenv_build_hash_ext "$venv" >>"$cache/interop-venv.log" 2>&1; then
-    exec {lockfd}>&-
-    show_log_tail "$cache/interop-venv.log"
-    die "pyenv: building SGLang's hash_binding.cpp failed (log: $cache/interop-venv.log)"
-  fi
-  echo "$want" >"$stamp"
-  exec {lockfd}>&-
-  export SLUICE_TEST_PYTHON="$venv/bin/python"
-  log "pyenv: ready in $((SECONDS - t0))s ($(du -sh "$venv" | cut -f1))"
+  pinned_venv interop "$(pyenv_requirements)" pyenv_check pyenv_build_hash_ext
+  export SLUICE_TEST_PYTHON="$PINNED_VENV/bin/python"
 }
