@@ -485,3 +485,20 @@ func TestAdminWriteDeadlineOnHungDatabase(t *testing.T) {
 		t.Errorf("Decide while the database hangs = %v, %v; want version 1 served", d, err)
 	}
 }
+
+// A caller reads its own admin writes on the replica that took them: every engine registered
+// is listed by the very next GET (the store publishes writes to the replica asynchronously;
+// the write's answer waits until the replica serves its version).
+func TestAdminReadYourWrites(t *testing.T) {
+	srv := startWith(t, pgConfig(t, pgtest.SchemaDSN(t)))
+	for i := range 30 {
+		id := fmt.Sprintf("ryw%d", i)
+		body := fmt.Sprintf(`{"engine": {"id": %q, "url": "http://%s.test:8000", "models": ["chat"], "role": "ROLE_PLAIN"}}`, id, id)
+		if status, out := restCall(t, srv, "POST", "/v1/admin/engines", adminToken, body); status != 200 {
+			t.Fatalf("register %s = %d %v", id, status, out)
+		}
+		if status, out := restCall(t, srv, "GET", "/v1/admin/engines/"+id, viewerToken, ""); status != 200 {
+			t.Fatalf("GET %s right after registering it = %d %v, want 200", id, status, out)
+		}
+	}
+}

@@ -38,6 +38,16 @@ type adminService struct {
 	// check refuses a document this replica could not serve (e.g. cache_aware without a KV
 	// index) before it is stored, so a write never leaves replicas refusing the new version.
 	check func(*config.Document) error
+	// served blocks until this replica serves version (or a later one), bounded, so a caller
+	// reads its own write: the store publishes a write to the replica asynchronously.
+	served func(ctx context.Context, version int64)
+}
+
+// written waits until the replica serves snap before a write's answer goes out.
+func (a *adminService) written(ctx context.Context, snap config.Snapshot) {
+	if a.served != nil {
+		a.served(ctx, snap.Version)
+	}
 }
 
 // serviceable runs check and reports a refusal as a validation problem of the whole document.
@@ -145,6 +155,7 @@ func (a *adminService) change(ctx context.Context, basedOn int64, edit func(*con
 	if err != nil {
 		return config.Snapshot{}, "", err
 	}
+	a.written(ctx, snap)
 	return snap, config.Summarize(doc, snap.Document), nil
 }
 
@@ -173,6 +184,7 @@ func (a *adminService) applyConfig(ctx context.Context, in *sluicev1.ApplyConfig
 	if err != nil {
 		return nil, err
 	}
+	a.written(ctx, snap)
 	return &sluicev1.ApplyConfigResponse{Version: snap.Version, Applied: true, Summary: config.Summarize(prev, snap.Document)}, nil
 }
 
@@ -214,6 +226,7 @@ func (a *adminService) rollback(ctx context.Context, in *sluicev1.RollbackReques
 	if err != nil {
 		return nil, err
 	}
+	a.written(ctx, snap)
 	return &sluicev1.RollbackResponse{Version: snap.Version, Summary: fmt.Sprintf("rolled back to version %d", in.GetVersion())}, nil
 }
 

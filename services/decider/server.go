@@ -139,7 +139,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	}
 	s.registerConfigMetrics(promReg)
 	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
-	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check}
+	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check, served: s.awaitServed}
 
 	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
 	s.shed = shed
@@ -252,6 +252,18 @@ func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
 			DPSize: ws.DPSize, LoRAAdapters: ws.LoRAAdapters})
 	}
 	return out, nil
+}
+
+// maxServedWait bounds how long an admin write waits for this replica to serve its version.
+const maxServedWait = 2 * time.Second
+
+// awaitServed returns once the decider serves version or a later one, ctx ends, or
+// maxServedWait passed (a version this replica refuses never arrives; the write stands).
+func (s *Server) awaitServed(ctx context.Context, version int64) {
+	deadline := time.Now().Add(maxServedWait)
+	for s.decider.ConfigVersion() < version && ctx.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Store is the configuration store in use (file or Postgres).
