@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/proctest"
+
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
@@ -295,7 +297,7 @@ func runInterop(t *testing.T, fleet bool) {
 			// SGLang /metrics: num_used_tokens and max_total_num_tokens as exported.
 			sglangB: {LoadKnown: true, Running: 5, Waiting: 2, KvUsed: 110500, KvCapacity: 442000},
 		}
-		s.eventually(t, matchTimeout, "engine load from /metrics in GET /v1/admin/engines", func() (bool, string) {
+		proctest.Eventually(t, poll, matchTimeout, "engine load from /metrics in GET /v1/admin/engines", func() (bool, string) {
 			engs := s.adminEngines(t)
 			var bad []string
 			for id, w := range want {
@@ -313,7 +315,7 @@ func runInterop(t *testing.T, fleet bool) {
 	t.Run("SGLangLoads", func(t *testing.T) {
 		s.engines[sglangA].py.do(t, map[string]any{"op": "load", "rank": 0, "running": 1, "waiting": 4, "usage": 0.5})
 		w := &sluicev1.EngineLoad{LoadKnown: true, Running: 1, Waiting: 4, KvUsed: 221000, KvCapacity: 442000}
-		s.eventually(t, matchTimeout, "SGLang /v1/loads (real LoadSnapshot.to_dict) in GET /v1/admin/engines", func() (bool, string) {
+		proctest.Eventually(t, poll, matchTimeout, "SGLang /v1/loads (real LoadSnapshot.to_dict) in GET /v1/admin/engines", func() (bool, string) {
 			l := s.adminEngines(t)[sglangA].GetLoad()
 			got := &sluicev1.EngineLoad{LoadKnown: l.GetLoadKnown(), Running: l.GetRunning(), Waiting: l.GetWaiting(),
 				KvUsed: l.GetKvUsed(), KvCapacity: l.GetKvCapacity()}
@@ -540,7 +542,7 @@ func (s *stack) check(r *sluicev1.DecideRequest, wantEngine string, want int64) 
 // its residency is uncertain.
 func (s *stack) expectNote(t testing.TB, what string, r *sluicev1.DecideRequest, id string, uncertain bool) {
 	t.Helper()
-	s.eventually(t, matchTimeout, what, func() (bool, string) {
+	proctest.Eventually(t, poll, matchTimeout, what, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := s.decide(ctx, r)
@@ -561,7 +563,7 @@ func (s *stack) expectNote(t testing.TB, what string, r *sluicev1.DecideRequest,
 // sluice_ingest_kv_uncertain_holders (holders left uncertain by a seq gap) is want.
 func (s *stack) expectUncertainHolders(t testing.TB, what string, want float64) {
 	t.Helper()
-	s.eventually(t, matchTimeout, what, func() (bool, string) {
+	proctest.Eventually(t, poll, matchTimeout, what, func() (bool, string) {
 		resp, err := quick.Get("http://" + s.deciderHTTP + "/metrics")
 		if err != nil {
 			return false, err.Error()
@@ -602,23 +604,6 @@ func cacheStage(resp *sluicev1.DecideResponse) *sluicev1.StageAttempt {
 		}
 	}
 	return nil
-}
-
-// eventually polls cond every 100 ms until it holds, failing after timeout with cond's
-// last description of what it saw.
-func (s *stack) eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v; last seen: %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func describe(r *sluicev1.DecideRequest) string {

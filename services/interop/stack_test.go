@@ -36,6 +36,8 @@ const (
 	stopGrace = 5 * time.Second
 	// tailLines is how much of each process log a failing test prints.
 	tailLines = 60
+	// poll is how often a condition the test waits for is checked.
+	poll = 100 * time.Millisecond
 	// startTimeout bounds each process's start-up.
 	startTimeout = 60 * time.Second
 	// maxTokenIDs is the decider's -max-token-ids: room for the 100k-token prompt.

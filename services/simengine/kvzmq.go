@@ -106,9 +106,7 @@ type zmqKVPublisher struct {
 	interval    time.Duration
 	bufferSteps int
 
-	mu      sync.Mutex
-	pending []engine.Event
-	skipped int // batches' worth of events dropped since the last drain
+	queue eventQueue
 
 	bufMu   sync.Mutex
 	buf     []replayEntry // ring of the last bufferSteps batches
@@ -154,21 +152,13 @@ func newZMQKVPublisher(logger *slog.Logger, cfg Config, rank int, reg prometheus
 		lastPublish: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_simengine_zmq_kv_last_publish_timestamp_seconds",
 			Help: "Unix time of the last published KV-event batch.", ConstLabels: labels}),
 	}
+	p.queue.dropped = p.dropped
 	reg.MustRegister(p.batches, p.dropped, p.replays, p.lastPublish)
 	return p, nil
 }
 
-// enqueue is the engine's Sink: it only appends (it runs under the engine's lock).
-func (p *zmqKVPublisher) enqueue(evs []engine.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.pending)+len(evs) > maxPendingEvents {
-		p.dropped.Add(float64(len(evs)))
-		p.skipped++
-		return
-	}
-	p.pending = append(p.pending, evs...)
-}
+// enqueue is the engine's Sink.
+func (p *zmqKVPublisher) enqueue(evs []engine.Event) { p.queue.add(evs) }
 
 // endpoints waits until Run has bound its sockets and returns endpoints a subscriber can use:
 // a bound tcp wildcard becomes tcp://127.0.0.1:PORT; a connecting PUB returns its target.
@@ -278,10 +268,7 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 
 // publish sends the pending events as batches of at most maxEventsPerBatch.
 func (p *zmqKVPublisher) publish(pub zmq4.Socket, seq *uint64) {
-	p.mu.Lock()
-	evs, skipped := p.pending, p.skipped
-	p.pending, p.skipped = nil, 0
-	p.mu.Unlock()
+	evs, skipped := p.queue.take()
 	*seq += uint64(skipped) // dropped events leave a seq gap subscribers can see
 	now := time.Now()
 	for len(evs) > 0 {

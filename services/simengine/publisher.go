@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,9 +45,7 @@ type Publisher struct {
 	writer *kafka.Writer
 	load   func() engine.Load
 
-	mu      sync.Mutex
-	pending []engine.Event
-	skipped int // batches' worth of events dropped since the last drain
+	queue eventQueue
 
 	sent, failed *prometheus.CounterVec
 	lastSuccess  *prometheus.GaugeVec
@@ -74,6 +71,7 @@ func newPublisher(logger *slog.Logger, cfg Config, brokers []string, reg *promet
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_simengine_kv_events_dropped_total",
 			Help: "KV events dropped because Kafka was unreachable for too long."}),
 	}
+	p.queue.dropped = p.dropped
 	reg.MustRegister(p.sent, p.failed, p.lastSuccess, p.dropped)
 	return p
 }
@@ -81,17 +79,8 @@ func newPublisher(logger *slog.Logger, cfg Config, brokers []string, reg *promet
 // Epoch is the epoch stamped on every record.
 func (p *Publisher) Epoch() uint64 { return p.epoch }
 
-// enqueueKV is the engine's Sink: it only appends (it runs under the engine's lock).
-func (p *Publisher) enqueueKV(evs []engine.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.pending)+len(evs) > maxPendingEvents {
-		p.dropped.Add(float64(len(evs)))
-		p.skipped++
-		return
-	}
-	p.pending = append(p.pending, evs...)
-}
+// enqueueKV is the engine's Sink.
+func (p *Publisher) enqueueKV(evs []engine.Event) { p.queue.add(evs) }
 
 // Run publishes until ctx is cancelled, then makes one last bounded attempt to send the KV
 // events it holds and closes the writer.
@@ -129,10 +118,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 
 // drain turns the pending events into records appended to outbox.
 func (p *Publisher) drain(outbox []kafka.Message, seq *uint64) []kafka.Message {
-	p.mu.Lock()
-	evs, skipped := p.pending, p.skipped
-	p.pending, p.skipped = nil, 0
-	p.mu.Unlock()
+	evs, skipped := p.queue.take()
 	*seq += uint64(skipped) // the dropped events leave a gap consumers can see
 	now := time.Now()
 	for len(evs) > 0 {
