@@ -4,7 +4,7 @@
 // conditions, the run's Kafka topics, and the decider REST calls and OpenAI answer type
 // those tests share.
 //
-// It is test support: only tests import it (services/e2e, services/vllmtest).
+// It is test support: only tests import it (tests/e2e, tests/vllm).
 package proctest
 
 import (

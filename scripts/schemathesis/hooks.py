@@ -1,4 +1,4 @@
-"""Schemathesis hooks for the decider's REST API (services/decider TestSchemathesis).
+"""Schemathesis hooks for the decider's REST API (services/deciderserver TestSchemathesis).
 
 sluice_server_fault replaces the built-in not_a_server_error check, which fails every 5xx.
 The decider answers 503 by contract on Decide when no engine can take the request (every

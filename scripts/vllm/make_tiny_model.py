@@ -2,7 +2,7 @@
 """Builds a tiny random-weight Llama model that a real vLLM server can load.
 
 No model can be downloaded where sluice's tests run, so the end-to-end test of
-services/vllmtest serves this one: a 2-layer Llama (hidden size 128, 2 heads of
+tests/vllm serves this one: a 2-layer Llama (hidden size 128, 2 heads of
 size 64) with a small byte-level BPE tokenizer trained here on a made-up corpus,
 wrapped as a Hugging Face fast tokenizer with a chat template. Its answers are
 noise; what the test needs is a real engine that tokenizes, caches prefixes in

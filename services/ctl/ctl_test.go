@@ -11,20 +11,20 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/services/ctl"
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/state/pgstore/pgtest"
 )
 
 const adminToken = "ctl-admin-token"
 
-func startDecider(t *testing.T) *decider.Server {
+func startDecider(t *testing.T) *deciderserver.Server {
 	t.Helper()
-	cfg := decider.DefaultConfig()
+	cfg := deciderserver.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.PostgresDSN = pgtest.SchemaDSN(t)
 	cfg.ConfigSnapshot = "-"
 	cfg.AdminTokens = adminToken
-	srv, err := decider.New(slog.New(slog.DiscardHandler), cfg)
+	srv, err := deciderserver.New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func startDecider(t *testing.T) *decider.Server {
 }
 
 // run invokes `sluice ctl args...` against srv and returns the exit code and outputs.
-func run(t *testing.T, srv *decider.Server, args ...string) (int, string, string) {
+func run(t *testing.T, srv *deciderserver.Server, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	full := append(args, "--server", "http://"+srv.HTTPAddr(), "--token", adminToken)

@@ -19,10 +19,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	deciderservice "github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
-	"github.com/sluicehq/sluice/services/internal/kafkadev"
+	"github.com/sluicehq/sluice/internal/kafkadev"
 	"github.com/sluicehq/sluice/services/simengine"
 )
 
@@ -191,12 +191,12 @@ func Run(ctx context.Context, logger *slog.Logger, cfg Config, out io.Writer) er
 				return err
 			}
 		}
-		dc := deciderservice.DefaultConfig()
+		dc := deciderserver.DefaultConfig()
 		dc.GRPCAddr, dc.HTTPAddr, dc.ConfigPath = cfg.DeciderGRPCAddr, cfg.DeciderHTTPAddr, cfgPath
 		dc.Ingest.Brokers = brokers
 		dc.Ingest.SnapshotDir = filepath.Join(dir, "snapshots")
 		dc.Health.ProbeInterval = time.Second // a stopped engine leaves the candidates quickly
-		dec, err := deciderservice.New(logger.With(slog.String("component", "decider")), dc)
+		dec, err := deciderserver.New(logger.With(slog.String("component", "decider")), dc)
 		if err != nil {
 			return fmt.Errorf("decider: %w", err)
 		}
@@ -266,7 +266,7 @@ func writeConfig(dir string, specs []engineSpec) (string, error) {
 	return path, err
 }
 
-func printBanner(out io.Writer, gatewayAddr string, dec *deciderservice.Server, linkAddr string, specs []engineSpec, cfgPath, brokers string) {
+func printBanner(out io.Writer, gatewayAddr string, dec *deciderserver.Server, linkAddr string, specs []engineSpec, cfgPath, brokers string) {
 	fmt.Fprintf(out, `
 sluice dev is running (Ctrl-C stops everything).
 

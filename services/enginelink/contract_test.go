@@ -8,12 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/services/enginelink"
-	"github.com/sluicehq/sluice/services/ingest"
+	"github.com/sluicehq/sluice/components/ingest"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
 )
 
-// runIngester runs the decider's real KV consumer (services/ingest with the real prefix index)
+// runIngester runs the decider's real KV consumer (components/ingest with the real prefix index)
 // on topic until the test ends.
 func runIngester(t *testing.T, brokers []string, topic string) *ingest.KVIngester {
 	t.Helper()

@@ -21,7 +21,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/enginelink"
 )
 
@@ -172,7 +172,7 @@ func storedBatch(b *testing.B, blocks [][]uint32) []byte {
 
 // startDecisionDecider runs a real decider consuming the link's topics, with one engine e1 of
 // model m under a cache_aware bucket.
-func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *decider.Server {
+func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *deciderserver.Server {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "sluice.yaml")
 	doc := "workers:\n  - {id: e1, url: \"http://127.0.0.1:9\", models: [m], role: plain}\n" +
@@ -180,11 +180,11 @@ func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *dec
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cfg := decider.DefaultConfig()
+	cfg := deciderserver.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath, cfg.ConfigSnapshot = "127.0.0.1:0", "127.0.0.1:0", path, "-"
 	cfg.Health.ProbeInterval = 0 // the engine is not reachable; its KV residency is what is measured
 	cfg.Ingest.Brokers, cfg.Ingest.KVTopic, cfg.Ingest.LoadTopic = brokers, kvTopic, loadTopic
-	dec, err := decider.New(slog.New(slog.DiscardHandler), cfg)
+	dec, err := deciderserver.New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 )
 
 // fleetConfig is a decider configuration whose workers declare enginelink endpoints.
@@ -40,7 +40,7 @@ func TestFleetFollowsDeciderRegistry(t *testing.T) {
 	if err := os.WriteFile(path, []byte(fleetConfig(e1, e2)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dcfg := decider.DefaultConfig()
+	dcfg := deciderserver.DefaultConfig()
 	dcfg.GRPCAddr, dcfg.HTTPAddr, dcfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", path
 	dcfg.ConfigPoll = 20 * time.Millisecond
 	dcfg.Health.ProbeInterval = 0
@@ -100,9 +100,9 @@ func TestFleetWithoutTokenIsCountedNotFatal(t *testing.T) {
 	waitFor(t, "x1 followed", func() bool { return cmp.Equal(l2.Engines(), []string{"x1"}) })
 }
 
-func runDecider(t *testing.T, cfg decider.Config) *decider.Server {
+func runDecider(t *testing.T, cfg deciderserver.Config) *deciderserver.Server {
 	t.Helper()
-	srv, err := decider.New(slog.New(slog.DiscardHandler), cfg)
+	srv, err := deciderserver.New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/services/enginelink"
-	"github.com/sluicehq/sluice/services/internal/kafkadev"
+	"github.com/sluicehq/sluice/internal/kafkadev"
 )
 
 // waitLimit bounds every wait for a condition; reaching it fails the test.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/components/limits"
 )
 
 // Config is the gateway's configuration, bound to flags with SLUICE_* environment fallbacks in
@@ -55,7 +55,7 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 	// MaxTokenIDs must match the decider's -max-token-ids: the request body limit (413 beyond)
-	// and the gRPC message limits towards the decider derive from it (services/limits), and a
+	// and the gRPC message limits towards the decider derive from it (components/limits), and a
 	// prompt with more token ids is refused here with 413 instead of by the decider.
 	MaxTokenIDs int
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound a client that sends its headers or

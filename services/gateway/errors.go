@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
-	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/components/limits"
 )
 
 // apiError is an OpenAI-style error answer: {"error": {"message", "type", "param", "code"}}.

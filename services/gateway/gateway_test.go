@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/components/limits"
 )
 
 func TestPlainForwardsBodyUnchangedAndRelaysAnswer(t *testing.T) {

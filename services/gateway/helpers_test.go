@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 )
 
 // recorded is one request a fake engine received.
@@ -94,7 +94,7 @@ type worker struct {
 
 // startDecider runs a real decider whose configuration lists workers (and the extra YAML,
 // typically buckets), on loopback ports, stopped when the test ends.
-func startDecider(t testing.TB, workers []worker, extra string) *decider.Server {
+func startDecider(t testing.TB, workers []worker, extra string) *deciderserver.Server {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("workers:\n")
@@ -110,18 +110,18 @@ func startDecider(t testing.TB, workers []worker, extra string) *decider.Server 
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := decider.DefaultConfig()
+	cfg := deciderserver.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath, cfg.ConfigSnapshot = "127.0.0.1:0", "127.0.0.1:0", path, "-"
-	srv, err := decider.New(slog.New(slog.DiscardHandler), cfg)
+	srv, err := deciderserver.New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
-		t.Fatalf("decider.New: %v\nconfig:\n%s", err, b.String())
+		t.Fatalf("deciderserver.New: %v\nconfig:\n%s", err, b.String())
 	}
 	run(t, srv.Run)
 	return srv
 }
 
 // startGateway runs a gateway in front of the decider.
-func startGateway(t testing.TB, d *decider.Server, edit func(*Config)) *Server {
+func startGateway(t testing.TB, d *deciderserver.Server, edit func(*Config)) *Server {
 	t.Helper()
 	return startGatewayAt(t, d.GRPCAddr(), edit)
 }
@@ -173,7 +173,7 @@ func readAll(t testing.TB, resp *http.Response) string {
 }
 
 // waitLeases waits until the decider holds no lease (releases run after the response ends).
-func waitLeases(t testing.TB, d *decider.Server) {
+func waitLeases(t testing.TB, d *deciderserver.Server) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for d.Leases().Leases() != 0 {
@@ -219,7 +219,7 @@ type recordingDecider struct {
 	reqs []*sluicev1.DecideRequest
 }
 
-func startRecordingDecider(t testing.TB, d *decider.Server) *recordingDecider {
+func startRecordingDecider(t testing.TB, d *deciderserver.Server) *recordingDecider {
 	t.Helper()
 	conn, err := grpc.NewClient(d.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

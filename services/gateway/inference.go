@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/services/limits"
+	"github.com/sluicehq/sluice/components/limits"
 )
 
 // inference serves one OpenAI/SGLang route: read and check the body, prepare the routing facts

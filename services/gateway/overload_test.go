@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 )
 
 // A decider replica that sheds Decide (its -max-concurrent-decides is taken by a call held
@@ -25,11 +25,11 @@ func TestGatewayAnswersOverloadedDecider(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := decider.DefaultConfig()
+	cfg := deciderserver.DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath, cfg.ConfigSnapshot = "127.0.0.1:0", "127.0.0.1:0", path, "-"
 	cfg.MaxConcurrentDecides, cfg.ShedRetryAfter = 1, 3*time.Second
 	cfg.Health.TrustNewEngines = true
-	d, err := decider.New(slog.New(slog.DiscardHandler), cfg)
+	d, err := deciderserver.New(slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ import (
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/services/limits"
-	"github.com/sluicehq/sluice/services/strictjson"
+	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/components/strictjson"
 )
 
 // Server is one gateway process (or an embedded gateway in dev mode).

@@ -16,11 +16,11 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/services/ctl"
-	"github.com/sluicehq/sluice/services/decider"
+	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/devstack"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
-	"github.com/sluicehq/sluice/services/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/services/simengine"
 )
 
@@ -152,10 +152,10 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 var serviceLogDefaults = logFlags{level: "info", format: "json"}
 
 func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg := decider.DefaultConfig()
+	cfg := deciderserver.DefaultConfig()
 	return runService(ctx, "decider", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
 		cfg.FillFromEnvironment()
-		return nilSafe(decider.New(l, cfg))
+		return nilSafe(deciderserver.New(l, cfg))
 	})
 }
 

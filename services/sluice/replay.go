@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/services/ingest"
+	"github.com/sluicehq/sluice/components/ingest"
 )
 
 // runReplay replays a topic from an offset or a timestamp into a fresh index (or load table) and

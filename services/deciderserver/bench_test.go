@@ -1,0 +1,125 @@
+package deciderserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/state/loadtable"
+)
+
+// echoDecider answers Decide with an empty response: the floor any gRPC Decide can reach with
+// the same messages, client and transport.
+type echoDecider struct {
+	sluicev1.UnimplementedDeciderServiceServer
+}
+
+func (echoDecider) Decide(context.Context, *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	return &sluicev1.DecideResponse{}, nil
+}
+
+func startEcho(b *testing.B) string {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := grpc.NewServer()
+	sluicev1.RegisterDeciderServiceServer(s, echoDecider{})
+	go func() { _ = s.Serve(lis) }()
+	b.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// startBenchDecider runs a real decider with 64 plain engines reporting native load.
+func startBenchDecider(b *testing.B) string { return startBenchDeciderWith(b, func(*Config) {}) }
+
+// startBenchDeciderWith is startBenchDecider with its configuration changed by mutate.
+func startBenchDeciderWith(b *testing.B, mutate func(*Config)) string {
+	b.Helper()
+	var sb strings.Builder
+	sb.WriteString("workers:\n")
+	for i := range 64 {
+		fmt.Fprintf(&sb, "  - {id: e%02d, url: \"http://e%02d.test:8000\", models: [m], role: plain}\n", i, i)
+	}
+	sb.WriteString("default_policy:\n  plain: {type: power_of_two, admission: {max_running_requests: 100000}}\n")
+	path := filepath.Join(b.TempDir(), "bench.yaml")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", path
+	cfg.Health.ProbeInterval = 0
+	mutate(&cfg)
+	srv := runServer(b, cfg)
+	for i := range 64 {
+		err := srv.LoadTable().Apply(loadtable.Report{EngineID: fmt.Sprintf("e%02d", i), Epoch: 1, Seq: 1,
+			CapturedAt: time.Now(), Running: int64(i % 7), Waiting: int64(i % 3), KVUsedTokens: 100, KVCapacityTokens: 1000,
+			Native: &loadtable.Native{WaitingUncachedTokens: int64(i * 10), TotalTokens: 100, MaxRunningRequests: 64}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return srv.GRPCAddr()
+}
+
+// BenchmarkGRPC compares Decide over gRPC with an empty echo of the same service, using the same
+// client, connection setup and concurrency. Compare ns/op of the two sub-benchmarks from one run;
+// p50/p99 are per-call latencies under that concurrency.
+func BenchmarkGRPC(b *testing.B) {
+	targets := []struct {
+		name  string
+		start func(*testing.B) string
+	}{{"echo", startEcho}, {"decide", startBenchDecider}}
+	for _, tgt := range targets {
+		b.Run(tgt.name, func(b *testing.B) {
+			addr := tgt.start(b)
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			c := sluicev1.NewDeciderServiceClient(conn)
+			req := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench"}
+			if _, err := c.Decide(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				local := make([]time.Duration, 0, 1024)
+				for pb.Next() {
+					start := time.Now()
+					if _, err := c.Decide(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+					local = append(local, time.Since(start))
+				}
+				mu.Lock()
+				lat = append(lat, local...)
+				mu.Unlock()
+			})
+			b.StopTimer()
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+package deciderserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/decider/policy"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/components/enginehealth"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// deciderService translates DeciderService calls between protobuf and the decider package.
+// The same core serves native gRPC (grpcDecider), Connect (connectDecider) and REST (through
+// grpc-gateway calling the gRPC implementation in process).
+type deciderService struct {
+	logger  *slog.Logger
+	d       *decider.Decider
+	metrics *metrics
+	// health receives dispatch outcomes from Release; nil disables breaker reporting.
+	health *enginehealth.Tracker
+}
+
+func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	start := time.Now()
+	req := decider.Request{
+		Model:            in.GetModel(),
+		InputTokens:      in.GetInputTokens(),
+		TokenIDs:         in.GetTokenIds(),
+		SessionKey:       in.GetSessionKey(),
+		RoutingKey:       in.GetRoutingKey(),
+		RequestID:        in.GetRequestId(),
+		LoRAName:         in.GetLoraName(),
+		CacheSalt:        in.GetCacheSalt(),
+		DryRun:           in.GetDryRun(),
+		Explain:          in.GetExplain(),
+		ExcludeEngineIDs: in.GetExcludeEngineIds(),
+	}
+	if in.ExpectedPeakTokens != nil {
+		req.ExpectedPeakTokens, req.HasPeak = *in.ExpectedPeakTokens, true
+	}
+	dec, err := s.d.Decide(ctx, req)
+	s.metrics.observeDecide(time.Since(start), dec.BucketID, err, &dec)
+	if err != nil {
+		if s.logger.Enabled(ctx, slog.LevelDebug) {
+			s.logger.DebugContext(ctx, "decide failed", slog.String("request_id", req.RequestID), slog.String("model", req.Model), slog.Any("error", err))
+		}
+		return nil, err
+	}
+	return decisionToProto(&dec), nil
+}
+
+func (s *deciderService) release(in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	switch in.GetOutcome() {
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_UNSPECIFIED, sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS,
+		sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, sluicev1.ReleaseOutcome_RELEASE_OUTCOME_CANCELLED:
+	default:
+		return nil, &decider.Error{Kind: decider.KindInvalidArgument, Reason: "INVALID_OUTCOME",
+			Message: fmt.Sprintf("outcome %d is not a known ReleaseOutcome; use RELEASE_OUTCOME_SUCCESS, _ENGINE_FAILURE or _CANCELLED", in.GetOutcome())}
+	}
+	if in.GetLeaseId() == "" {
+		return nil, &decider.Error{Kind: decider.KindInvalidArgument, Reason: "EMPTY_LEASE_ID", Message: "lease_id is empty; pass the lease_id Decide returned"}
+	}
+	engines, released := s.d.Release(in.GetLeaseId())
+	if s.health != nil && released {
+		s.reportOutcome(in, engines)
+	}
+	s.metrics.releases.WithLabelValues(outcomeLabel(in.GetOutcome()), fmt.Sprint(released)).Inc()
+	return &sluicev1.ReleaseResponse{Released: released}, nil
+}
+
+// reportOutcome feeds dispatch outcomes of a lease that was really released to the engines'
+// circuit breakers: the failed engines the caller names (or every engine of the lease when it
+// names none) count a failure, but only engines the lease held count, so a caller cannot open a
+// breaker of an engine it never dispatched to; a success counts for every engine of the lease.
+// An unknown, expired or already released lease changes nothing (release returns before this).
+func (s *deciderService) reportOutcome(in *sluicev1.ReleaseRequest, leaseEngines []string) {
+	switch in.GetOutcome() {
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS:
+		for _, id := range leaseEngines {
+			s.health.ReportSuccess(id)
+		}
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE:
+		failed := leaseEngines
+		if named := in.GetFailedEngineIds(); len(named) > 0 {
+			failed = slices.DeleteFunc(slices.Clone(leaseEngines), func(id string) bool { return !slices.Contains(named, id) })
+		}
+		for _, id := range failed {
+			s.health.ReportFailure(id)
+		}
+	}
+}
+
+func outcomeLabel(o sluicev1.ReleaseOutcome) string {
+	switch o {
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS:
+		return "success"
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE:
+		return "engine_failure"
+	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_CANCELLED:
+		return "cancelled"
+	}
+	return "unspecified"
+}
+
+func roleToProto(r registry.Role) sluicev1.Role {
+	switch r {
+	case registry.RolePlain:
+		return sluicev1.Role_ROLE_PLAIN
+	case registry.RolePrefill:
+		return sluicev1.Role_ROLE_PREFILL
+	case registry.RoleDecode:
+		return sluicev1.Role_ROLE_DECODE
+	}
+	return sluicev1.Role_ROLE_UNSPECIFIED
+}
+
+func enginePick(p decider.EnginePick) *sluicev1.EnginePick {
+	w := p.Worker
+	return &sluicev1.EnginePick{EngineId: w.ID, Url: w.URL, Reason: p.Reason, BootstrapPort: w.BootstrapPort, Role: roleToProto(w.Role)}
+}
+
+func decisionToProto(d *decider.Decision) *sluicev1.DecideResponse {
+	out := &sluicev1.DecideResponse{BucketId: d.BucketID, ConfigVersion: d.ConfigVersion, LeaseId: d.Lease.ID}
+	if d.PD {
+		out.Pick = &sluicev1.BucketPick{Kind: &sluicev1.BucketPick_Pd{Pd: &sluicev1.PrefillDecodePick{
+			Prefill: enginePick(d.Prefill), Decode: enginePick(d.Decode)}}}
+	} else {
+		out.Pick = &sluicev1.BucketPick{Kind: &sluicev1.BucketPick_Plain{Plain: enginePick(d.Plain)}}
+	}
+	if d.Lease.ID != "" {
+		out.LeaseExpiresAt = timestamppb.New(d.Lease.Expires)
+	}
+	if d.Explain != nil {
+		out.Explain = explainToProto(d.Explain)
+	}
+	return out
+}
+
+func explainToProto(e *decider.Explain) *sluicev1.Explain {
+	out := &sluicev1.Explain{OldestLoadAge: durationpb.New(e.OldestLoadAge)}
+	for _, a := range e.Attempts {
+		pa := &sluicev1.BucketAttempt{BucketId: a.BucketID, Outcome: a.Outcome}
+		if a.Capacity != decider.Unbounded {
+			pa.Capacity = a.Capacity
+		}
+		for _, s := range a.Stages {
+			ps := &sluicev1.StageAttempt{Role: roleToProto(s.Role), Policy: s.Policy, Outcome: s.Outcome,
+				PickedEngineId: s.PickedEngineID, Reason: s.Reason, Detail: s.Detail}
+			if s.PrefixLookup != 0 {
+				ps.PrefixLookup = s.PrefixLookup.String()
+			}
+			for _, c := range s.Candidates {
+				ps.Candidates = append(ps.Candidates, candidateToProto(c))
+			}
+			pa.Stages = append(pa.Stages, ps)
+		}
+		out.Attempts = append(out.Attempts, pa)
+	}
+	return out
+}
+
+func candidateToProto(c policy.CandidateNote) *sluicev1.CandidateInfo {
+	pc := &sluicev1.CandidateInfo{EngineId: c.EngineID, LoadKnown: c.LoadKnown, InflightRequests: c.InFlight,
+		Rejection: c.Rejection, Note: c.Note, MatchedTokens: c.MatchedTokens, UncachedTokens: c.UncachedTokens}
+	if c.LoadKnown {
+		pc.LoadAge = durationpb.New(c.LoadAge)
+		pc.RunningRequests = c.Load.Running
+		pc.WaitingRequests = c.Load.Waiting
+		pc.KvUsedTokens = c.Load.KVUsedTokens
+		pc.KvCapacityTokens = c.Load.KVCapacityTokens
+		pc.WaitingUncachedTokens = c.Load.WaitingUncachedTokens
+	}
+	return pc
+}
+
+// explainOf returns the explanation attached to a failed Decide, if any.
+func explainOf(err error) *decider.Explain {
+	var ee *decider.ExplainedError
+	if errors.As(err, &ee) {
+		return ee.Explain
+	}
+	return nil
+}
+
+// grpcDecider is the native gRPC (and grpc-gateway) face of deciderService.
+type grpcDecider struct {
+	sluicev1.UnimplementedDeciderServiceServer
+	s    *deciderService
+	auth *authenticator // checks REST calls, which grpc-gateway makes in process
+}
+
+func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	ctx, err := g.auth.rest(ctx, in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out, err := g.s.decide(ctx, in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return out, nil
+}
+
+func (g grpcDecider) Release(ctx context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	if _, err := g.auth.rest(ctx, in); err != nil {
+		return nil, grpcError(err)
+	}
+	out, err := g.s.release(in)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return out, nil
+}
+
+// connectDecider is the Connect / gRPC-Web face of deciderService.
+type connectDecider struct {
+	s *deciderService
+}
+
+var _ sluicev1connect.DeciderServiceHandler = connectDecider{}
+
+func (c connectDecider) Decide(ctx context.Context, req *connect.Request[sluicev1.DecideRequest]) (*connect.Response[sluicev1.DecideResponse], error) {
+	out, err := c.s.decide(ctx, req.Msg)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (c connectDecider) Release(_ context.Context, req *connect.Request[sluicev1.ReleaseRequest]) (*connect.Response[sluicev1.ReleaseResponse], error) {
+	out, err := c.s.release(req.Msg)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(out), nil
+}

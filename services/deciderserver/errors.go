@@ -1,0 +1,200 @@
+package deciderserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/decider"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/state/config"
+)
+
+// storeRetryDelay is the RetryInfo hint on an unavailable configuration store.
+const storeRetryDelay = 2 * time.Second
+
+// requestError is a refusal decided in this package (a missing bucket, a
+// mismatched id): a code, a machine-readable reason and a message.
+type requestError struct {
+	code    codes.Code
+	reason  string
+	message string
+}
+
+func (e *requestError) Error() string { return e.message }
+
+func notFound(reason, format string, args ...any) error {
+	return &requestError{code: codes.NotFound, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+func invalidArgument(reason, format string, args ...any) error {
+	return &requestError{code: codes.InvalidArgument, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// errorDomain is the google.rpc.ErrorInfo domain of every error the decider returns.
+const errorDomain = "sluice.dev"
+
+// classify maps an error from the decider to a status code and its machine-readable details.
+// It is the single place deciding codes; grpcError and connectError only change the envelope.
+func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
+	var (
+		e    *decider.Error
+		ve   *config.ValidationError
+		ce   *config.ConflictError
+		re   *requestError
+		auth *authError
+	)
+	var over *overloadedError
+	switch {
+	case errors.As(err, &over):
+		return codes.ResourceExhausted, over.Error(), []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "DECIDER_OVERLOADED", Domain: errorDomain,
+				Metadata: map[string]string{"max_concurrent_decides": fmt.Sprint(over.limit)}},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(over.retryAfter)}}
+	case errors.As(err, &auth):
+		return auth.code, auth.message, []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: auth.reason, Domain: errorDomain}}
+	case errors.As(err, &re):
+		return re.code, re.message, []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: re.reason, Domain: errorDomain}}
+	case errors.As(err, &ve):
+		br := &errdetails.BadRequest{}
+		for _, p := range ve.Problems {
+			field := p.Path
+			if field == "" {
+				field = "document"
+			}
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: field, Description: p.Message})
+		}
+		return codes.InvalidArgument, err.Error(), []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "CONFIG_INVALID", Domain: errorDomain}, br}
+	case errors.As(err, &ce):
+		return codes.FailedPrecondition, fmt.Sprintf("%v: re-read version %d and retry", err, ce.Current), []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_CONFLICT", Domain: errorDomain,
+				Metadata: map[string]string{"current_version": fmt.Sprint(ce.Current)}}}
+	case errors.Is(err, config.ErrUnavailable):
+		// A cause from the driver names the database user, name and host:port: the caller gets
+		// only what the store marked safe (an UnavailableError's Detail) and what to do.
+		msg := fmt.Sprintf("%v: admin writes and version reads need the database, which cannot be reached", config.ErrUnavailable)
+		var ue *config.UnavailableError
+		if errors.As(err, &ue) {
+			msg = fmt.Sprintf("%v: %s", config.ErrUnavailable, ue.Detail)
+		}
+		msg += fmt.Sprintf("; Decide keeps serving the configuration in force; retry in %v", storeRetryDelay)
+		return codes.Unavailable, msg, []protoadapt.MessageV1{
+			&errdetails.ErrorInfo{Reason: "CONFIG_STORE_UNAVAILABLE", Domain: errorDomain},
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)}}
+	case errors.Is(err, config.ErrReadOnly):
+		return codes.FailedPrecondition, err.Error() + ": start the decider with -config FILE or -postgres-dsn to change it",
+			[]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: "CONFIG_READ_ONLY", Domain: errorDomain}}
+	case errors.Is(err, config.ErrVersionNotFound):
+		return codes.NotFound, err.Error(), []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_NOT_FOUND", Domain: errorDomain}}
+	case errors.As(err, &e):
+		info := &errdetails.ErrorInfo{Reason: e.Reason, Domain: errorDomain}
+		if e.Stage != 0 {
+			info.Metadata = map[string]string{"stage": e.Stage.String()}
+		}
+		details := []protoadapt.MessageV1{info}
+		if len(e.Rejections) > 0 {
+			rj := &sluicev1.AdmissionRejections{}
+			for _, r := range e.Rejections {
+				rj.Rejections = append(rj.Rejections, &sluicev1.AdmissionRejection{
+					BucketId: r.BucketID, Role: roleToProto(r.Role), EngineId: r.EngineID, Limit: r.Limit})
+			}
+			details = append(details, protoadapt.MessageV1Of(rj))
+		}
+		if ex := explainOf(err); ex != nil {
+			details = append(details, protoadapt.MessageV1Of(explainToProto(ex)))
+		}
+		code := codes.Internal
+		switch e.Kind {
+		case decider.KindInvalidArgument:
+			code = codes.InvalidArgument
+		case decider.KindUnavailable:
+			code = codes.Unavailable
+		}
+		return code, e.Error(), details
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded, err.Error(), nil
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled, err.Error(), nil
+	}
+	return codes.Internal, err.Error(), nil
+}
+
+// classifyClipped is classify with the message and field-violation descriptions bounded.
+func classifyClipped(err error) (codes.Code, string, []protoadapt.MessageV1) {
+	code, msg, details := classify(err)
+	for _, d := range details {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, fv := range br.FieldViolations {
+				fv.Field, fv.Description = limits.Clip(fv.Field, 256), limits.Clip(fv.Description, 512)
+			}
+		}
+	}
+	return code, limits.Clip(msg, limits.MaxErrorMessageBytes), details
+}
+
+// retryAfter returns the RetryInfo delay among details, rounded up to whole seconds for an
+// HTTP Retry-After header.
+func retryAfter(details []protoadapt.MessageV1) (string, bool) {
+	for _, d := range details {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
+			return strconv.FormatInt(max(secs, 1), 10), true
+		}
+	}
+	return "", false
+}
+
+// grpcError converts an error to a gRPC status with details (used by native gRPC and REST).
+func grpcError(err error) error {
+	code, msg, details := classifyClipped(err)
+	st := status.New(code, msg)
+	if len(details) > 0 {
+		if withDetails, derr := st.WithDetails(details...); derr == nil {
+			st = withDetails
+		}
+	}
+	return st.Err()
+}
+
+// connectError converts an error to a Connect error with the same code and details.
+func connectError(err error) error {
+	code, msg, details := classifyClipped(err)
+	ce := connect.NewError(connect.Code(code), errors.New(msg))
+	if secs, ok := retryAfter(details); ok {
+		ce.Meta().Set("Retry-After", secs) // Connect sends error metadata as HTTP headers
+	}
+	for _, d := range details {
+		if detail, derr := connect.NewErrorDetail(protoadapt.MessageV2Of(d)); derr == nil {
+			ce.AddDetail(detail)
+		}
+	}
+	return ce
+}
+
+// restErrorHandler is grpc-gateway's error handler plus a Retry-After header when the status
+// carries a RetryInfo (an unavailable configuration store), as the gateway's own 503s do.
+func restErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+				secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
+				w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+			}
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}

@@ -1,0 +1,71 @@
+package deciderserver
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/state/inflight"
+)
+
+// metrics are the decider service's Prometheus collectors.
+type metrics struct {
+	decisions *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	releases  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, leases *inflight.Tracker, version func() int64) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decider_decisions_total",
+			Help: "Decide calls by outcome (ok, invalid_argument, unavailable, internal, canceled), reason and bucket.",
+		}, []string{"outcome", "reason", "bucket"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_decider_decide_duration_seconds",
+			Help:    "Time spent in Decide, excluding transport.",
+			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2},
+		}, []string{"outcome"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decider_releases_total",
+			Help: "Release calls by reported outcome and whether a live lease was released.",
+		}, []string{"outcome", "released"}),
+	}
+	reg.MustRegister(m.decisions, m.latency, m.releases,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_decider_leases",
+			Help: "Leases currently held (requests dispatched and not yet released or expired).",
+		}, func() float64 { return float64(leases.Leases()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_decider_leases_expired_total",
+			Help: "Leases expired by TTL because the caller never released them.",
+		}, func() float64 { return float64(leases.Expired()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_decider_config_version",
+			Help: "Version of the configuration snapshot in use.",
+		}, func() float64 { return float64(version()) }),
+	)
+	return m
+}
+
+func (m *metrics) observeDecide(d time.Duration, bucket string, err error, dec *decider.Decision) {
+	outcome, reason := "ok", ""
+	if err == nil {
+		if dec.PD {
+			reason = dec.Prefill.Reason + "+" + dec.Decode.Reason
+		} else {
+			reason = dec.Plain.Reason
+		}
+	} else {
+		var e *decider.Error
+		if errors.As(err, &e) {
+			outcome, reason = e.Kind.String(), e.Reason
+		} else {
+			outcome, reason = "canceled", "CONTEXT"
+		}
+	}
+	m.decisions.WithLabelValues(outcome, reason, bucket).Inc()
+	m.latency.WithLabelValues(outcome).Observe(d.Seconds())
+}

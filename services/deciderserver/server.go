@@ -1,0 +1,409 @@
+// Package decider is the decider service: it serves sluice.v1.DeciderService and AdminService
+// over native gRPC on its own port, and over Connect, gRPC-Web and REST (grpc-gateway) on an
+// HTTP port beside /metrics and health endpoints. It owns the in-memory state (worker registry,
+// load table, leases) and the configuration store, and can be embedded (dev mode does).
+package deciderserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/decider/policy"
+	"github.com/sluicehq/sluice/gen/openapiv2"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/components/enginehealth"
+	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/components/strictjson"
+	"github.com/sluicehq/sluice/state/affinity"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/inflight"
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/pgstore"
+	"github.com/sluicehq/sluice/state/registry"
+	"github.com/sluicehq/sluice/state/slots"
+)
+
+// Server is one decider process (or an embedded decider in dev mode).
+type Server struct {
+	logger  *slog.Logger
+	cfg     Config
+	reg     *registry.Registry
+	load    *loadtable.Table
+	leases  *inflight.Tracker
+	store   config.Store
+	auth    *authenticator
+	decider *decider.Decider
+
+	affinity     *affinity.Store
+	engineHealth *enginehealth.Tracker
+	ingestion    *ingestion // nil without -kafka-brokers
+	// configApplied is the unix nanos at which the configuration in force was applied.
+	configApplied atomic.Int64
+	// registryFromConfig is true while the registry holds the workers of the document in
+	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
+	registryFromConfig bool
+
+	grpcLis, httpLis net.Listener
+	grpcServer       *grpc.Server
+	httpServer       *http.Server
+	health           *health.Server
+	gatewayMux       *runtime.ServeMux
+	svc              *deciderService
+	shed             *shedder
+}
+
+// New builds the state, loads the configuration (an invalid file is a start-up error listing
+// every problem) and binds both listeners, so Addr methods are valid on return. It starts no
+// goroutines: Run does.
+func New(logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st := slots.NewTable()
+	load, err := loadtable.New(st, loadtable.Config{Freshness: cfg.LoadFreshness, ClockSkew: cfg.ClockSkew})
+	if err != nil {
+		return nil, err
+	}
+	leases, err := inflight.New(st, inflight.Config{LeaseTTL: cfg.LeaseTTL}, nil)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The file store refuses a reloaded file this decider cannot serve, so the version it
+	// reports is the one in force; the decider that checks is built below, before Run.
+	var d *decider.Decider
+	serviceable := func(doc *config.Document) error {
+		if d == nil {
+			return nil
+		}
+		return d.Check(doc)
+	}
+	store, err := openStore(logger, cfg, serviceable)
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(st)
+	aff, err := affinity.New(affinity.Config{SweepInterval: cfg.AffinitySweep}, nil)
+	if err != nil {
+		return nil, err
+	}
+	reg.OnRemove(func(w *registry.Worker) { aff.InvalidateEngine(w.ID) })
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	healthTracker, err := enginehealth.New(logger, reg, cfg.Health, nil, promReg)
+	if err != nil {
+		return nil, err
+	}
+	in, err := newIngestion(logger, cfg.Ingest, st, load, reg, promReg)
+	if err != nil {
+		return nil, err
+	}
+	reg.OnRemove(func(w *registry.Worker) { load.RemoveEngine(w.ID) })
+	deps := policy.Deps{Load: load, InFlight: leases, Affinity: aff}
+	if in != nil {
+		deps.Prefix = in.prefixSource()
+	}
+	d, err = decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
+		affinity: aff, engineHealth: healthTracker, ingestion: in}
+	if err := s.applyConfig(store.Current()); err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
+	}
+	s.registerConfigMetrics(promReg)
+	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
+	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check, served: s.awaitServed}
+
+	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
+	s.shed = shed
+	sizes := limits.For(cfg.MaxTokenIDs)
+	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary),
+		grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
+	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
+	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
+	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpcServer, s.health)
+	reflection.Register(s.grpcServer)
+
+	routes, err := newRESTRoutes(openapiv2.SluiceJSON)
+	if err != nil {
+		return nil, err
+	}
+	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(),
+		runtime.WithErrorHandler(restErrorHandler), runtime.WithRoutingErrorHandler(routes.routingErrorHandler))
+	ctx := context.Background()
+	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
+		return nil, err
+	}
+	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, gAdmin); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), strictjson.ConnectCodecs(),
+		connect.WithReadMaxBytes(int(sizes.MaxBodyBytes)), cappedGzip(sizes.MaxBodyBytes))
+	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
+	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
+	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
+	mux.Handle("/v1/", routes.methodFilter(s.gatewayMux, s.gatewayMux)) // authorized in the service methods (authenticator.rest)
+	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", s.ready)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	// Shedding comes first: a shed call costs no body read.
+	s.httpServer = &http.Server{Handler: shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+
+	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("-grpc-addr %s: %w", cfg.GRPCAddr, err)
+	}
+	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		s.grpcLis.Close()
+		return nil, fmt.Errorf("-http-addr %s: %w", cfg.HTTPAddr, err)
+	}
+	return s, nil
+}
+
+// GRPCAddr is the bound native gRPC address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address (Connect, REST, /metrics).
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// Registry is the worker registry, for embedding (dev mode registers simulated engines).
+func (s *Server) Registry() *registry.Registry { return s.reg }
+
+// LoadTable is the engine load table, which ingestion (or tests) feed.
+func (s *Server) LoadTable() *loadtable.Table { return s.load }
+
+// Leases is the in-flight lease tracker.
+func (s *Server) Leases() *inflight.Tracker { return s.leases }
+
+// applyConfig installs a snapshot: its workers (when the document lists any) and its buckets.
+// The buckets are checked first so a snapshot that cannot be built changes nothing.
+func (s *Server) applyConfig(snap config.Snapshot) error {
+	if err := s.decider.Check(snap.Document); err != nil {
+		return err
+	}
+	// A document that lists workers owns the registry. One that omits them leaves the registry
+	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
+	// document: those go too, so the document in force and the engines routed to never
+	// disagree (and a restart on this document would not bring them back either).
+	if snap.Document.Workers != nil || s.registryFromConfig {
+		workers, err := workersFromConfig(snap.Document.Workers)
+		if err != nil {
+			return err
+		}
+		if err := s.reg.Replace(workers); err != nil {
+			return err
+		}
+		s.registryFromConfig = snap.Document.Workers != nil
+	}
+	if err := s.decider.Apply(snap); err != nil {
+		return err
+	}
+	s.configApplied.Store(time.Now().UnixNano())
+	return nil
+}
+
+func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
+	out := make([]registry.Worker, 0, len(specs))
+	for i, ws := range specs {
+		role, err := registry.ParseRole(ws.Role)
+		if err != nil {
+			return nil, fmt.Errorf("workers[%d] (%q): %w", i, ws.ID, err)
+		}
+		out = append(out, registry.Worker{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
+			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels,
+			KVEventsEndpoint: ws.KVEventsEndpoint, KVReplayEndpoint: ws.KVReplayEndpoint, MetricsURL: ws.MetricsURL,
+			DPSize: ws.DPSize, LoRAAdapters: ws.LoRAAdapters})
+	}
+	return out, nil
+}
+
+// maxServedWait bounds how long an admin write waits for this replica to serve its version.
+const maxServedWait = 2 * time.Second
+
+// awaitServed returns once the decider serves version or a later one, ctx ends, or
+// maxServedWait passed (a version this replica refuses never arrives; the write stands).
+func (s *Server) awaitServed(ctx context.Context, version int64) {
+	deadline := time.Now().Add(maxServedWait)
+	for s.decider.ConfigVersion() < version && ctx.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Store is the configuration store in use (file or Postgres).
+func (s *Server) Store() config.Store { return s.store }
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openapiv2.SluiceJSON)
+}
+
+// ready answers 503 while the server is not serving (starting, draining). While it serves it
+// answers 200, because Decide keeps working on the state it has, and lists on further
+// "degraded:" lines each dependency it cannot reach: the configuration store (this replica may
+// serve a stale configuration) and the Kafka streams (load and KV residency stop updating).
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	var b strings.Builder
+	b.WriteString("ready\n")
+	for _, d := range s.degraded() {
+		b.WriteString("degraded: " + d + "\n")
+	}
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// degraded lists the dependencies this replica cannot reach right now.
+func (s *Server) degraded() []string {
+	var out []string
+	if pg, ok := s.store.(*pgstore.Store); ok {
+		if st := pg.ListenerStats(); !st.Connected {
+			out = append(out, fmt.Sprintf("configuration store unreachable: serving version %d, last heard from Postgres %s",
+				s.store.Current().Version, since(st.LastContact)))
+		}
+	}
+	if s.ingestion != nil {
+		out = append(out, s.ingestion.degraded()...)
+	}
+	return out
+}
+
+// since formats how long ago t was, or "never".
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Millisecond).String() + " ago"
+}
+
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
+// listeners stop accepting, in-flight calls finish or are cut at the deadline.
+func (s *Server) Run(ctx context.Context) error {
+	if s.cfg.Health.ProbeInterval > 0 {
+		// New engines are unproven until a probe passes: probe once before serving (bounded
+		// by -probe-timeout; early connections wait in the listen backlog), so a fresh decider
+		// does not refuse every Decide for a probe interval.
+		s.engineHealth.ProbeAll(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("grpc server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := s.httpServer.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return ignoreCancel(s.store.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.leases.Run(gctx)) })
+	g.Go(func() error { return ignoreCancel(s.affinity.Run(gctx)) })
+	g.Go(func() error { return s.engineHealth.Run(gctx) })
+	if s.ingestion != nil {
+		s.ingestion.run(gctx, g)
+	}
+	g.Go(func() error { return s.watchConfig(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		return s.shutdown()
+	})
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, svc := range []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName} {
+		s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	s.logger.Info("decider serving", slog.String("grpc_addr", s.GRPCAddr()), slog.String("http_addr", s.HTTPAddr()),
+		slog.Int64("config_version", s.decider.ConfigVersion()))
+	err := g.Wait()
+	if c, ok := s.store.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
+}
+
+func (s *Server) watchConfig(ctx context.Context) error {
+	ch, cancel := s.store.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case snap := <-ch:
+			if err := s.applyConfig(snap); err != nil {
+				s.logger.Error("configuration reload refused; still serving the previous version",
+					slog.Int64("config_version", snap.Version), slog.Int64("serving_version", s.decider.ConfigVersion()), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+func (s *Server) shutdown() error {
+	s.health.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpcServer.GracefulStop()
+		close(done)
+	}()
+	herr := s.httpServer.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpcServer.Stop()
+		<-done
+	}
+	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) {
+		return fmt.Errorf("http shutdown: %w", herr)
+	}
+	s.logger.Info("decider stopped")
+	return nil
+}
+
+func ignoreCancel(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
