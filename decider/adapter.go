@@ -42,7 +42,7 @@ func resolveAdapter(reg *registry.Snapshot, req *Request) (adapterRoute, *Error)
 		return r, nil
 	}
 	var bases []string
-	for _, w := range reg.Workers() {
+	for _, w := range reg.Engines() {
 		if slices.Contains(w.LoRAAdapters, req.Model) && !slices.Contains(bases, w.Models[0]) {
 			bases = append(bases, w.Models[0])
 		}
@@ -65,7 +65,7 @@ func resolveAdapter(reg *registry.Snapshot, req *Request) (adapterRoute, *Error)
 
 // declares reports whether any engine of model declares adapter.
 func declares(reg *registry.Snapshot, model, adapter string) bool {
-	for _, w := range reg.Workers() {
+	for _, w := range reg.Engines() {
 		if len(w.Models) > 0 && w.Models[0] == model && slices.Contains(w.LoRAAdapters, adapter) {
 			return true
 		}
@@ -74,6 +74,6 @@ func declares(reg *registry.Snapshot, model, adapter string) bool {
 }
 
 // servesAdapter reports whether w may serve a request for adapter ("" = no restriction).
-func servesAdapter(w *registry.Worker, adapter string) bool {
+func servesAdapter(w *registry.Engine, adapter string) bool {
 	return adapter == "" || slices.Contains(w.LoRAAdapters, adapter)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-func adapterWorker(id string, adapters []string, models ...string) registry.Worker {
-	w := worker(id, registry.RolePlain, models...)
+func adapterEngine(id string, adapters []string, models ...string) registry.Engine {
+	w := engine(id, registry.RolePlain, models...)
 	w.LoRAAdapters = adapters
 	return w
 }
@@ -50,12 +50,12 @@ func TestDecideLoRAAndSaltNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixtureWith(t, []registry.Worker{
-		adapterWorker("a", []string{"sql-lora"}),
-		adapterWorker("b", nil),
-		adapterWorker("c", []string{"sql-lora"}),
-		adapterWorker("x1", []string{"shared"}, "x"),
-		adapterWorker("y1", []string{"shared"}, "y"),
+	f := newFixtureWith(t, []registry.Engine{
+		adapterEngine("a", []string{"sql-lora"}),
+		adapterEngine("b", nil),
+		adapterEngine("c", []string{"sql-lora"}),
+		adapterEngine("x1", []string{"shared"}, "x"),
+		adapterEngine("y1", []string{"shared"}, "y"),
 	}, policy.LocalIndex{Index: ix})
 	f.apply(`
 default_policy:
@@ -109,7 +109,7 @@ default_policy:
 			if err != nil {
 				t.Fatalf("Decide(%+v) error: %v", tc.req, err)
 			}
-			got := dec.Plain.Worker.ID
+			got := dec.Plain.Engine.ID
 			ok := false
 			for _, w := range tc.wantEngine {
 				ok = ok || w == got
@@ -129,8 +129,8 @@ default_policy:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dec.Plain.Worker.ID != "a" || matchedTokens(&dec, "a") != 100_000 {
-			t.Errorf("Decide(100k prompt) = %s, matched %d; want a with 100000", dec.Plain.Worker.ID, matchedTokens(&dec, "a"))
+		if dec.Plain.Engine.ID != "a" || matchedTokens(&dec, "a") != 100_000 {
+			t.Errorf("Decide(100k prompt) = %s, matched %d; want a with 100000", dec.Plain.Engine.ID, matchedTokens(&dec, "a"))
 		}
 	})
 

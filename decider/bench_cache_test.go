@@ -19,9 +19,9 @@ import (
 // each prompt held by one engine), including hashing the token ids. Reports p50/p99 per call.
 func BenchmarkDecideCacheAware(b *testing.B) {
 	const engines, prompts, blocks, bs = 64, 2048, 512, 16
-	var ws []registry.Worker
+	var ws []registry.Engine
 	for i := range engines {
-		ws = append(ws, worker(fmt.Sprintf("e%02d", i), registry.RolePlain))
+		ws = append(ws, engine(fmt.Sprintf("e%02d", i), registry.RolePlain))
 	}
 	ix, err := kvindex.New(kvindex.Config{})
 	if err != nil {

@@ -14,9 +14,9 @@ import (
 // policy attached to the default plain bucket.
 func benchFixture(b *testing.B, policyType string) *fixture {
 	b.Helper()
-	var ws []registry.Worker
+	var ws []registry.Engine
 	for i := range 64 {
-		ws = append(ws, worker(fmt.Sprintf("e%02d", i), registry.RolePlain))
+		ws = append(ws, engine(fmt.Sprintf("e%02d", i), registry.RolePlain))
 	}
 	f := newFixture(b, ws)
 	f.apply(fmt.Sprintf(`

@@ -65,10 +65,10 @@ func (d *Decider) buildGroup(doc *config.Document, model string, role registry.R
 	if err != nil {
 		return nil, err
 	}
-	if gs.WorkerIDs == nil {
+	if gs.EngineIDs == nil {
 		return NewEngineGroup(role, p), nil
 	}
-	return NewEngineGroupOf(role, p, *gs.WorkerIDs), nil
+	return NewEngineGroupOf(role, p, *gs.EngineIDs), nil
 }
 
 func isNoCandidates(err error) bool { return errors.Is(err, policy.ErrNoCandidates) }

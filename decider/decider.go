@@ -67,7 +67,7 @@ type Request struct {
 
 // EnginePick is one selected engine and why.
 type EnginePick struct {
-	Worker *registry.Worker
+	Engine *registry.Engine
 	Reason string
 }
 
@@ -86,11 +86,11 @@ type Decision struct {
 }
 
 // Engines returns the selected engines (one, or prefill then decode).
-func (d *Decision) Engines() []*registry.Worker {
+func (d *Decision) Engines() []*registry.Engine {
 	if d.PD {
-		return []*registry.Worker{d.Prefill.Worker, d.Decode.Worker}
+		return []*registry.Engine{d.Prefill.Engine, d.Decode.Engine}
 	}
-	return []*registry.Worker{d.Plain.Worker}
+	return []*registry.Engine{d.Plain.Engine}
 }
 
 // Decider routes requests over the current configuration snapshot. It is safe for concurrent use.
@@ -170,7 +170,7 @@ func (d *Decider) Release(leaseID string) ([]string, bool) {
 		return nil, false
 	}
 	ids := make([]string, 0, len(l.Slots))
-	for _, w := range d.reg.Snapshot().Workers() {
+	for _, w := range d.reg.Snapshot().Engines() {
 		if slices.Contains(l.Slots, w.Slot) {
 			ids = append(ids, w.ID)
 		}
@@ -313,9 +313,9 @@ func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
 	var l inflight.Lease
 	var err error
 	if dec.PD {
-		l, err = d.leases.Acquire(dec.Prefill.Worker.Slot, dec.Decode.Worker.Slot)
+		l, err = d.leases.Acquire(dec.Prefill.Engine.Slot, dec.Decode.Engine.Slot)
 	} else {
-		l, err = d.leases.Acquire(dec.Plain.Worker.Slot)
+		l, err = d.leases.Acquire(dec.Plain.Engine.Slot)
 	}
 	if err != nil {
 		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: ReasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}

@@ -23,32 +23,32 @@ func decideErr(t *testing.T, f *fixture, req Request) *Error {
 }
 
 func TestDecideDefaultBuckets(t *testing.T) {
-	f := newFixture(t, []registry.Worker{
-		worker("a1", registry.RolePlain, "plain-model"),
-		worker("p1", registry.RolePrefill, "pd-model"),
-		worker("d1", registry.RoleDecode, "pd-model"),
+	f := newFixture(t, []registry.Engine{
+		engine("a1", registry.RolePlain, "plain-model"),
+		engine("p1", registry.RolePrefill, "pd-model"),
+		engine("d1", registry.RoleDecode, "pd-model"),
 	})
 	f.apply("{}")
 	dec, err := f.d.Decide(context.Background(), Request{Model: "plain-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dec.BucketID != "plain" || dec.PD || dec.Plain.Worker.ID != "a1" || dec.ConfigVersion != 7 {
+	if dec.BucketID != "plain" || dec.PD || dec.Plain.Engine.ID != "a1" || dec.ConfigVersion != 7 {
 		t.Errorf("plain model decision = %+v, want bucket plain engine a1 version 7", dec)
 	}
 	dec, err = f.d.Decide(context.Background(), Request{Model: "pd-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dec.BucketID != "pd" || !dec.PD || dec.Prefill.Worker.ID != "p1" || dec.Decode.Worker.ID != "d1" {
+	if dec.BucketID != "pd" || !dec.PD || dec.Prefill.Engine.ID != "p1" || dec.Decode.Engine.ID != "d1" {
 		t.Errorf("pd model decision = %+v, want bucket pd with p1 + d1", dec)
 	}
 }
 
 func TestDecidePDDecodeFailureMovesBothPicks(t *testing.T) {
-	f := newFixture(t, []registry.Worker{
-		worker("p1", registry.RolePrefill), worker("d1", registry.RoleDecode),
-		worker("p2", registry.RolePrefill), worker("d2", registry.RoleDecode),
+	f := newFixture(t, []registry.Engine{
+		engine("p1", registry.RolePrefill), engine("d1", registry.RoleDecode),
+		engine("p2", registry.RolePrefill), engine("d2", registry.RoleDecode),
 	})
 	f.apply(`
 buckets:
@@ -70,7 +70,7 @@ buckets:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []string{dec.BucketID, dec.Prefill.Worker.ID, dec.Decode.Worker.ID}
+	got := []string{dec.BucketID, dec.Prefill.Engine.ID, dec.Decode.Engine.ID}
 	if diff := cmp.Diff([]string{"second", "p2", "d2"}, got); diff != "" {
 		t.Errorf("Decide() mismatch (-want +got):\n%s", diff)
 	}
@@ -93,7 +93,7 @@ buckets:
 }
 
 func TestDecideRejectionsSurviveLaterEmptyBucket(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
   - id: busy
@@ -115,7 +115,7 @@ buckets:
 }
 
 func TestDecideAccumulatesRejectionsAcrossBuckets(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
   - id: one
@@ -141,17 +141,17 @@ buckets:
 func TestDecideLastEmptyStage(t *testing.T) {
 	tests := []struct {
 		name      string
-		workers   []registry.Worker
+		engines   []registry.Engine
 		unhealthy string
 		want      string
 	}{
-		{"no decode engines", []registry.Worker{worker("p", registry.RolePrefill)}, "", ReasonNoDecodeCandidates},
-		{"no prefill engines", []registry.Worker{worker("d", registry.RoleDecode)}, "", ReasonNoPrefillCandidates},
-		{"only unhealthy plain engines", []registry.Worker{worker("a", registry.RolePlain)}, "a", ReasonNoHealthyEngines},
+		{"no decode engines", []registry.Engine{engine("p", registry.RolePrefill)}, "", ReasonNoDecodeCandidates},
+		{"no prefill engines", []registry.Engine{engine("d", registry.RoleDecode)}, "", ReasonNoPrefillCandidates},
+		{"only unhealthy plain engines", []registry.Engine{engine("a", registry.RolePlain)}, "a", ReasonNoHealthyEngines},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.workers)
+			f := newFixture(t, tt.engines)
 			if tt.unhealthy != "" {
 				f.reg.SetHealth(tt.unhealthy, registry.Health{Healthy: false, Reason: "probe failed"})
 			}
@@ -164,17 +164,17 @@ func TestDecideLastEmptyStage(t *testing.T) {
 	}
 }
 
-// foreign returns a newly allocated worker carrying a candidate's id.
+// foreign returns a newly allocated engine carrying a candidate's id.
 type foreign struct{}
 
 func (foreign) Name() string { return "foreign" }
-func (foreign) Pick(_ context.Context, engines []*registry.Worker, _ policy.Request) (policy.Pick, error) {
+func (foreign) Pick(_ context.Context, engines []*registry.Engine, _ policy.Request) (policy.Pick, error) {
 	w := *engines[0]
-	return policy.Pick{Worker: &w, Reason: "foreign"}, nil
+	return policy.Pick{Engine: &w, Reason: "foreign"}, nil
 }
 
 func TestDecideForeignPickStopsTheLoop(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	f.apply("{}")
 	first, err := NewPlainBucket("first", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePlain, foreign{}))
 	if err != nil {
@@ -193,14 +193,14 @@ func TestDecideForeignPickStopsTheLoop(t *testing.T) {
 }
 
 func TestEngineGroupMembership(t *testing.T) {
-	f := newFixture(t, []registry.Worker{
-		worker("c", registry.RolePlain), worker("a", registry.RolePlain), worker("b", registry.RolePlain),
-		worker("sick", registry.RolePlain), worker("other", registry.RolePlain, "other-model"),
+	f := newFixture(t, []registry.Engine{
+		engine("c", registry.RolePlain), engine("a", registry.RolePlain), engine("b", registry.RolePlain),
+		engine("sick", registry.RolePlain), engine("other", registry.RolePlain, "other-model"),
 	})
 	f.reg.SetHealth("sick", registry.Health{Healthy: false, Reason: "breaker open"})
 	rr := policy.NewRoundRobin(policy.Deps{}, admission.Limits{})
 	reg := f.reg.Snapshot()
-	names := func(ws []*registry.Worker) []string {
+	names := func(ws []*registry.Engine) []string {
 		out := []string{}
 		for _, w := range ws {
 			out = append(out, w.ID)
@@ -227,7 +227,7 @@ func TestEngineGroupMembership(t *testing.T) {
 }
 
 func TestDecideRequestValidation(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	f.apply(`
 buckets:
   - id: small
@@ -276,7 +276,7 @@ func TestExpectedPeak(t *testing.T) {
 }
 
 func TestDecideDryRunAndExclude(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 default_policy:
   plain: {type: round_robin}
@@ -285,8 +285,8 @@ default_policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dec.Plain.Worker.ID != "b" || dec.Lease.ID != "" || f.inFlight("b") != 0 {
-		t.Errorf("dry run with a excluded = %s lease %q inflight %d; want b, no lease, nothing in flight", dec.Plain.Worker.ID, dec.Lease.ID, f.inFlight("b"))
+	if dec.Plain.Engine.ID != "b" || dec.Lease.ID != "" || f.inFlight("b") != 0 {
+		t.Errorf("dry run with a excluded = %s lease %q inflight %d; want b, no lease, nothing in flight", dec.Plain.Engine.ID, dec.Lease.ID, f.inFlight("b"))
 	}
 	e := decideErr(t, f, Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
 	if e.Reason != ReasonNoCandidates {
@@ -295,7 +295,7 @@ default_policy:
 }
 
 func TestDecideExplain(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
   - id: busy
@@ -322,7 +322,7 @@ buckets:
 }
 
 func TestApplyRefusesUnbuildableConfig(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	doc := &config.Document{DefaultPolicy: &config.StagePolicies{Plain: &config.PolicySpec{Type: "no_such_policy"}}}
 	if err := f.d.Apply(config.Snapshot{Version: 1, Document: doc}); err == nil {
 		t.Fatal("Apply accepted an unknown policy type")
@@ -333,7 +333,7 @@ func TestApplyRefusesUnbuildableConfig(t *testing.T) {
 }
 
 func TestExplainSaysWhyAnEngineIsExcluded(t *testing.T) {
-	f := newFixture(t, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain)})
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply("{}")
 	f.reg.SetHealth("a", registry.Health{Healthy: false, Reason: "circuit breaker open"})
 	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
@@ -347,7 +347,7 @@ func TestExplainSaysWhyAnEngineIsExcluded(t *testing.T) {
 			found = true
 		}
 	}
-	if dec.Plain.Worker.ID != "b" || !found {
-		t.Errorf("decision %s, candidates %+v; want b, with a listed as unhealthy", dec.Plain.Worker.ID, cands)
+	if dec.Plain.Engine.ID != "b" || !found {
+		t.Errorf("decision %s, candidates %+v; want b, with a listed as unhealthy", dec.Plain.Engine.ID, cands)
 	}
 }

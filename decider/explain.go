@@ -72,7 +72,7 @@ func (x *explainer) stage(role registry.Role, g *EngineGroup, reg *registry.Snap
 	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
 	st := StageAttempt{Role: role, Policy: g.policy.Name()}
 	// Members that are not candidates because they are unhealthy, with the reason.
-	for _, w := range reg.Workers() {
+	for _, w := range reg.Engines() {
 		if w.Role != role || !slices.Contains(w.Models, model) || !g.member(w.ID) {
 			continue
 		}
@@ -99,7 +99,7 @@ func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
 	}
 	switch {
 	case err == nil:
-		s.Outcome, s.PickedEngineID, s.Reason = "picked", pick.Worker.ID, pick.Reason
+		s.Outcome, s.PickedEngineID, s.Reason = "picked", pick.Engine.ID, pick.Reason
 	case isNoCandidates(err):
 		s.Outcome = "no_candidates"
 	case isRejected(err):

@@ -24,12 +24,12 @@ type fixture struct {
 	seq  map[string]uint64
 }
 
-func newFixture(t testing.TB, workers []registry.Worker) *fixture {
-	return newFixtureWith(t, workers, nil)
+func newFixture(t testing.TB, engines []registry.Engine) *fixture {
+	return newFixtureWith(t, engines, nil)
 }
 
 // newFixtureWith also attaches a prefix source (for cache_aware) and an affinity store.
-func newFixtureWith(t testing.TB, workers []registry.Worker, prefix policy.PrefixSource) *fixture {
+func newFixtureWith(t testing.TB, engines []registry.Engine, prefix policy.PrefixSource) *fixture {
 	t.Helper()
 	st := slots.NewTable()
 	load, err := loadtable.New(st, loadtable.Config{Freshness: 5 * time.Second})
@@ -41,7 +41,7 @@ func newFixtureWith(t testing.TB, workers []registry.Worker, prefix policy.Prefi
 		t.Fatal(err)
 	}
 	reg := registry.New(st)
-	if err := reg.Replace(workers); err != nil {
+	if err := reg.Replace(engines); err != nil {
 		t.Fatal(err)
 	}
 	aff, err := affinity.New(affinity.Config{}, nil)
@@ -86,11 +86,11 @@ func (f *fixture) inFlight(id string) int64 {
 	return f.inf.InFlight(w.Slot)
 }
 
-func worker(id string, role registry.Role, models ...string) registry.Worker {
+func engine(id string, role registry.Role, models ...string) registry.Engine {
 	if len(models) == 0 {
 		models = []string{"m"}
 	}
-	w := registry.Worker{ID: id, URL: "http://" + id + ".test:8000", Models: models, Role: role}
+	w := registry.Engine{ID: id, URL: "http://" + id + ".test:8000", Models: models, Role: role}
 	if role == registry.RolePrefill {
 		w.BootstrapPort = 8998
 	}

@@ -18,9 +18,9 @@ func FuzzDecideRequest(f *testing.F) {
 	f.Add("sql-lora", int64(10), int64(0), false, 10, "", true, "")
 	f.Add("m", int64(10), int64(0), false, 10, "", true, "sql-lora")
 	f.Add("sql-lora", int64(10), int64(0), false, 0, "", true, "other")
-	c := worker("c", registry.RolePlain)
+	c := engine("c", registry.RolePlain)
 	c.LoRAAdapters = []string{"sql-lora"}
-	fx := newFixture(f, []registry.Worker{worker("a", registry.RolePlain), worker("b", registry.RolePlain), c})
+	fx := newFixture(f, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain), c})
 	fx.apply(`
 buckets:
   - id: small
@@ -41,7 +41,7 @@ buckets:
 		dec, err := fx.d.Decide(context.Background(), req)
 		if err == nil {
 			fx.d.Release(dec.Lease.ID)
-			if dec.BucketID == "" || dec.Plain.Worker == nil {
+			if dec.BucketID == "" || dec.Plain.Engine == nil {
 				t.Fatalf("Decide(%+v) returned an empty decision", req)
 			}
 			return

@@ -11,7 +11,7 @@ import (
 )
 
 // EngineGroup owns an engine membership and the policy attached to it. Pick filters the live
-// workers by model, health and role, intersects them with the membership, sorts them by id,
+// engines by model, health and role, intersects them with the membership, sorts them by id,
 // invokes the policy and checks that the result is one of those exact candidates.
 //
 // An EngineGroup belongs to one model's resolver, so its candidate list depends only on the
@@ -26,7 +26,7 @@ type EngineGroup struct {
 type candidateCache struct {
 	version uint64
 	model   string
-	engines []*registry.Worker
+	engines []*registry.Engine
 }
 
 // NewEngineGroup returns a catch-all group: every healthy engine of the request's model and role.
@@ -61,14 +61,14 @@ func (g *EngineGroup) Policy() policy.Policy { return g.policy }
 
 // Candidates returns the group's current candidates for model, sorted by id. The slice is shared
 // and must not be modified.
-func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*registry.Worker {
+func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*registry.Engine {
 	if c := g.cache.Load(); c != nil && c.version == reg.Version() && c.model == model {
 		return c.engines
 	}
 	all := reg.Candidates(model, g.role)
 	engines := all
 	if g.members != nil {
-		engines = make([]*registry.Worker, 0, len(g.members))
+		engines = make([]*registry.Engine, 0, len(g.members))
 		for _, w := range all {
 			if _, ok := g.members[w.ID]; ok {
 				engines = append(engines, w)
@@ -83,7 +83,7 @@ func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*regist
 // caller already failed on). It returns policy.ErrNoCandidates without invoking the policy when
 // nothing is eligible, and an error wrapping ErrOutsideCandidates when the policy returns an
 // engine that is not one of the candidates it was given (compared by identity, so a newly
-// allocated worker with a candidate's id is rejected too).
+// allocated engine with a candidate's id is rejected too).
 func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string) (policy.Pick, error) {
 	return g.pick(ctx, reg, req, exclude, "")
 }
@@ -92,7 +92,7 @@ func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req poli
 func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string, adapter string) (policy.Pick, error) {
 	engines := g.Candidates(reg, req.Model)
 	if len(exclude) > 0 || adapter != "" {
-		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Worker) bool {
+		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Engine) bool {
 			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
 		})
 	}
@@ -103,10 +103,10 @@ func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req poli
 	if err != nil {
 		return policy.Pick{}, err
 	}
-	if pick.Worker == nil || !slices.Contains(engines, pick.Worker) {
+	if pick.Engine == nil || !slices.Contains(engines, pick.Engine) {
 		id := "<nil>"
-		if pick.Worker != nil {
-			id = pick.Worker.ID
+		if pick.Engine != nil {
+			id = pick.Engine.ID
 		}
 		return policy.Pick{}, fmt.Errorf("policy %s returned engine %q: %w", g.policy.Name(), id, ErrOutsideCandidates)
 	}

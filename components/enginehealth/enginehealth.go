@@ -2,7 +2,7 @@
 // health endpoint (interval, timeout, consecutive-failure and recovery thresholds) and a
 // per-engine circuit breaker opened by consecutive dispatch failures that callers report through
 // Release (failure threshold, cool-down, then one half-open trial), as SGLang's router does. The
-// combined verdict is written to the worker registry, where engine groups read it; stale or
+// combined verdict is written to the engine registry, where engine groups read it; stale or
 // missing load never makes an engine unhealthy.
 package enginehealth
 
@@ -145,7 +145,7 @@ func New(logger *slog.Logger, reg *registry.Registry, cfg Config, client *http.C
 	if t.unprovenMode() {
 		reg.SetInitialHealth(registry.Health{Healthy: false, Reason: unprovenReason})
 	}
-	reg.OnRemove(func(w *registry.Worker) {
+	reg.OnRemove(func(w *registry.Engine) {
 		t.mu.Lock()
 		delete(t.engines, w.ID)
 		t.mu.Unlock()
@@ -278,7 +278,7 @@ func (t *Tracker) ProbeAll(ctx context.Context) {
 	t.probedAt.Store(t.now().UnixNano())
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.cfg.MaxConcurrentProbes)
-	for _, w := range t.reg.Snapshot().Workers() {
+	for _, w := range t.reg.Snapshot().Engines() {
 		g.Go(func() error {
 			err := t.probe(gctx, w.URL)
 			t.record(w.ID, w.URL, err)

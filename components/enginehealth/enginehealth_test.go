@@ -20,9 +20,9 @@ import (
 func setup(t *testing.T, cfg Config, urls map[string]string) (*Tracker, *registry.Registry, *time.Time) {
 	t.Helper()
 	reg := registry.New(slots.NewTable())
-	var ws []registry.Worker
+	var ws []registry.Engine
 	for id, u := range urls {
-		ws = append(ws, registry.Worker{ID: id, URL: u, Models: []string{"m"}, Role: registry.RolePlain})
+		ws = append(ws, registry.Engine{ID: id, URL: u, Models: []string{"m"}, Role: registry.RolePlain})
 	}
 	if err := reg.Replace(ws); err != nil {
 		t.Fatal(err)
@@ -167,11 +167,11 @@ func TestNewEnginesAreUnproven(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ProbeFailures = 3
 	tr, reg, _ := setup(t, cfg, nil)
-	workers := []registry.Worker{
+	engines := []registry.Engine{
 		{ID: "live", URL: live.URL, Models: []string{"m"}, Role: registry.RolePlain},
 		{ID: "dead", URL: "http://127.0.0.1:1", Models: []string{"m"}, Role: registry.RolePlain},
 	}
-	if err := reg.Replace(workers); err != nil {
+	if err := reg.Replace(engines); err != nil {
 		t.Fatal(err)
 	}
 	if n := candidates(reg); n != 0 {
@@ -187,8 +187,8 @@ func TestNewEnginesAreUnproven(t *testing.T) {
 	if h, _ := reg.Snapshot().Health("dead"); h.Healthy || !strings.Contains(h.Reason, "unproven") || !strings.Contains(h.Reason, "probe failing") {
 		t.Errorf("dead engine health after a failed probe = %+v, want unproven with the probe error", h)
 	}
-	workers[0].URL = live.URL + "/" // moved: proven again only by a probe of the new url
-	if err := reg.Replace(workers); err != nil {
+	engines[0].URL = live.URL + "/" // moved: proven again only by a probe of the new url
+	if err := reg.Replace(engines); err != nil {
 		t.Fatal(err)
 	}
 	if n := candidates(reg); n != 0 {
@@ -201,7 +201,7 @@ func TestNewEnginesAreUnproven(t *testing.T) {
 
 	cfg.TrustNewEngines = true
 	_, trusting, _ := setup(t, cfg, nil)
-	if err := trusting.Replace(workers); err != nil {
+	if err := trusting.Replace(engines); err != nil {
 		t.Fatal(err)
 	}
 	if n := candidates(trusting); n != 2 {

@@ -25,11 +25,11 @@ type LoadIngester struct {
 }
 
 // NewLoadIngester returns a load-stream consumer feeding table. Engines that
-// workers does not know (or every engine, when workers is nil) are still
+// engines does not know (or every engine, when engines is nil) are still
 // applied, so their load is ready when they register, up to
 // cfg.MaxUnknownEngines distinct ids. Metrics are registered on reg. It
 // starts no goroutines; call Run.
-func NewLoadIngester(logger *slog.Logger, cfg Config, table *loadtable.Table, workers *registry.Registry, reg prometheus.Registerer) (*LoadIngester, error) {
+func NewLoadIngester(logger *slog.Logger, cfg Config, table *loadtable.Table, engines *registry.Registry, reg prometheus.Registerer) (*LoadIngester, error) {
 	if logger == nil || table == nil || reg == nil {
 		return nil, errors.New("ingest: NewLoadIngester: nil logger, table or registerer")
 	}
@@ -41,7 +41,7 @@ func NewLoadIngester(logger *slog.Logger, cfg Config, table *loadtable.Table, wo
 	if err != nil {
 		return nil, err
 	}
-	l := &LoadIngester{s: s, table: table, reg: workers, unknown: map[string]struct{}{}}
+	l := &LoadIngester{s: s, table: table, reg: engines, unknown: map[string]struct{}{}}
 	s.apply = l.apply
 	return l, nil
 }

@@ -31,7 +31,7 @@ type binder struct {
 // ReasonAssigned is the pick reason when a session or sticky policy wrote a new binding.
 const ReasonAssigned = "assigned"
 
-func (b *binder) pick(ctx context.Context, engines []*registry.Worker, req Request, key string) (Pick, error) {
+func (b *binder) pick(ctx context.Context, engines []*registry.Engine, req Request, key string) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -44,7 +44,7 @@ func (b *binder) pick(ctx context.Context, engines []*registry.Worker, req Reque
 		if err != nil {
 			return Pick{}, err
 		}
-		return b.admit(p.Worker, req, b.reasonNoKey)
+		return b.admit(p.Engine, req, b.reasonNoKey)
 	}
 	scope := affinity.Scope{Model: req.Model, Bucket: req.BucketID, Stage: uint8(req.Stage), Key: key}
 	expect := ""
@@ -61,16 +61,16 @@ func (b *binder) pick(ctx context.Context, engines []*registry.Worker, req Reque
 		if p, err = b.fallbackPick(ctx, engines, req); err != nil {
 			return Pick{}, err
 		}
-		if p, err = b.admit(p.Worker, req, ReasonAssigned); err != nil {
+		if p, err = b.admit(p.Engine, req, ReasonAssigned); err != nil {
 			return Pick{}, err
 		}
-		actual, won, err := b.store.Bind(scope, expect, p.Worker.ID, b.idle)
+		actual, won, err := b.store.Bind(scope, expect, p.Engine.ID, b.idle)
 		if err != nil {
-			req.Trace.setDetail("binding not written (" + err.Error() + "): " + p.Worker.ID)
+			req.Trace.setDetail("binding not written (" + err.Error() + "): " + p.Engine.ID)
 			return p, nil
 		}
 		if won {
-			req.Trace.setDetail("binding written: " + p.Worker.ID)
+			req.Trace.setDetail("binding written: " + p.Engine.ID)
 			return p, nil
 		}
 		if w := byID(engines, actual); w != nil {
@@ -79,19 +79,19 @@ func (b *binder) pick(ctx context.Context, engines []*registry.Worker, req Reque
 		}
 		expect = actual
 	}
-	req.Trace.setDetail("binding contended; served unbound: " + p.Worker.ID)
+	req.Trace.setDetail("binding contended; served unbound: " + p.Engine.ID)
 	return p, nil
 }
 
 // fallbackPick runs the nested fallback policy; it has default admission, so only a policy
 // failure (not a rejection) can come back, and the owning policy checks its own caps after.
-func (b *binder) fallbackPick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (b *binder) fallbackPick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	inner := req
 	inner.Trace = nil
 	return b.fallback.Pick(ctx, engines, inner)
 }
 
-func (b *binder) admit(w *registry.Worker, req Request, reason string) (Pick, error) {
+func (b *binder) admit(w *registry.Engine, req Request, reason string) (Pick, error) {
 	snap := b.deps.Load.Snapshot()
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
@@ -99,7 +99,7 @@ func (b *binder) admit(w *registry.Worker, req Request, reason string) (Pick, er
 	return admitSelected(b.limits, w, b.deps.observe(snap, w), &req, reason)
 }
 
-func byID(engines []*registry.Worker, id string) *registry.Worker {
+func byID(engines []*registry.Engine, id string) *registry.Engine {
 	for _, w := range engines {
 		if w.ID == id {
 			return w
@@ -125,7 +125,7 @@ func NewSessionAware(deps Deps, limits admission.Limits, store *affinity.Store, 
 func (p *SessionAware) Name() string { return TypeSessionAware }
 
 // Pick implements Policy.
-func (p *SessionAware) Pick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *SessionAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	return p.b.pick(ctx, engines, req, req.SessionKey)
 }
 
@@ -146,6 +146,6 @@ func NewSticky(deps Deps, limits admission.Limits, store *affinity.Store, idle t
 func (p *Sticky) Name() string { return TypeSticky }
 
 // Pick implements Policy.
-func (p *Sticky) Pick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *Sticky) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	return p.b.pick(ctx, engines, req, req.RoutingKey)
 }

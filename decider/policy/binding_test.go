@@ -21,7 +21,7 @@ func newAffinity(t testing.TB) *affinity.Store {
 	return s
 }
 
-func mustPick(t *testing.T, p Policy, engines []*registry.Worker, req Request) Pick {
+func mustPick(t *testing.T, p Policy, engines []*registry.Engine, req Request) Pick {
 	t.Helper()
 	pk, err := p.Pick(context.Background(), engines, req)
 	if err != nil {
@@ -49,10 +49,10 @@ func TestSessionAware(t *testing.T) {
 		if first.Reason != ReasonAssigned {
 			t.Fatalf("first Pick reason = %q, want assigned", first.Reason)
 		}
-		f.report(first.Worker.ID, nativeLoad(100000, 50, 50)) // now much busier than the other
+		f.report(first.Engine.ID, nativeLoad(100000, 50, 50)) // now much busier than the other
 		for range 5 {
-			if pk := mustPick(t, p, es, req); pk.Worker != first.Worker || pk.Reason != "session_primary" {
-				t.Fatalf("Pick() = %s (%s), want %s (session_primary)", pk.Worker.ID, pk.Reason, first.Worker.ID)
+			if pk := mustPick(t, p, es, req); pk.Engine != first.Engine || pk.Reason != "session_primary" {
+				t.Fatalf("Pick() = %s (%s), want %s (session_primary)", pk.Engine.ID, pk.Reason, first.Engine.ID)
 			}
 		}
 	})
@@ -62,7 +62,7 @@ func TestSessionAware(t *testing.T) {
 		store := newAffinity(t)
 		p := NewSessionAware(f.deps, admission.Limits{MaxRunningRequests: 10}, store, time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
-		bound := mustPick(t, p, es, req).Worker
+		bound := mustPick(t, p, es, req).Engine
 		f.report(bound.ID, nativeLoad(0, 0, 10))
 		_, err := p.Pick(context.Background(), es, req)
 		var rj *RejectedError
@@ -79,19 +79,19 @@ func TestSessionAware(t *testing.T) {
 		es := f.engines(registry.RolePlain, "a", "b")
 		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
-		bound := mustPick(t, p, es, req).Worker
-		var others []*registry.Worker
+		bound := mustPick(t, p, es, req).Engine
+		var others []*registry.Engine
 		for _, w := range es {
 			if w != bound {
 				others = append(others, w)
 			}
 		}
 		pk := mustPick(t, p, others, req)
-		if pk.Worker != others[0] || pk.Reason != ReasonAssigned {
-			t.Fatalf("Pick() = %s (%s), want %s assigned", pk.Worker.ID, pk.Reason, others[0].ID)
+		if pk.Engine != others[0] || pk.Reason != ReasonAssigned {
+			t.Fatalf("Pick() = %s (%s), want %s assigned", pk.Engine.ID, pk.Reason, others[0].ID)
 		}
-		if again := mustPick(t, p, es, req); again.Worker != others[0] {
-			t.Errorf("rebinding did not stick: %s", again.Worker.ID)
+		if again := mustPick(t, p, es, req); again.Engine != others[0] {
+			t.Errorf("rebinding did not stick: %s", again.Engine.ID)
 		}
 	})
 	t.Run("bindings are scoped by bucket and stage", func(t *testing.T) {
@@ -111,14 +111,14 @@ func TestSessionAware(t *testing.T) {
 		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "race"}
 		var wg sync.WaitGroup
-		got := make([]*registry.Worker, 16)
+		got := make([]*registry.Engine, 16)
 		for i := range got {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				pk, err := p.Pick(context.Background(), es, req)
 				if err == nil {
-					got[i] = pk.Worker
+					got[i] = pk.Engine
 				}
 			}()
 		}
@@ -140,15 +140,15 @@ func TestSticky(t *testing.T) {
 	var first []string
 	for _, key := range []string{"t1", "t2", "t3"} {
 		pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, RoutingKey: key})
-		first = append(first, pk.Worker.ID)
+		first = append(first, pk.Engine.ID)
 	}
 	if first[0] != "a" || first[1] != "b" || first[2] != "c" {
 		t.Errorf("round-robin fallback assignments = %v, want [a b c]", first)
 	}
 	for i, key := range []string{"t1", "t2", "t3"} {
 		pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, RoutingKey: key})
-		if pk.Worker.ID != first[i] || pk.Reason != "sticky_primary" {
-			t.Errorf("key %s: Pick() = %s (%s), want %s sticky_primary", key, pk.Worker.ID, pk.Reason, first[i])
+		if pk.Engine.ID != first[i] || pk.Reason != "sticky_primary" {
+			t.Errorf("key %s: Pick() = %s (%s), want %s sticky_primary", key, pk.Engine.ID, pk.Reason, first[i])
 		}
 	}
 	if pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, SessionKey: "not-a-routing-key"}); pk.Reason != "no_routing_key" {

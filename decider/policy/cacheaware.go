@@ -47,14 +47,14 @@ func (p *CacheAware) Name() string { return TypeCacheAware }
 
 // holder is a candidate that holds part of the request's prefix.
 type holder struct {
-	w        *registry.Worker
+	w        *registry.Engine
 	o        observation
 	uncached int64
 	gated    bool
 }
 
 // Pick implements Policy.
-func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -78,7 +78,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 	var holders []holder
 	if res.Status == PrefixHit {
 		for _, m := range res.Matches {
-			i := slices.IndexFunc(engines, func(w *registry.Worker) bool { return w.Slot == m.Engine })
+			i := slices.IndexFunc(engines, func(w *registry.Engine) bool { return w.Slot == m.Engine })
 			if i < 0 || m.Tokens <= 0 {
 				continue
 			}
@@ -158,7 +158,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 				req.Trace.setDetail(detail)
 			}
 		}
-		return Pick{Worker: chosen.w, Reason: reason}, nil
+		return Pick{Engine: chosen.w, Reason: reason}, nil
 	}
 
 	// Step 7: nothing admitted.
@@ -182,7 +182,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Worker, req R
 				return Pick{}, &RejectedError{Rejections: append(rejections, Rejection{EngineID: pin.w.ID, Limit: limit}), Exhausted: true}
 			}
 			req.Trace.noteHolder(pin, req.InputTokens, "", "saturation pin", p.residency())
-			return Pick{Worker: pin.w, Reason: ReasonSaturationPin}, nil
+			return Pick{Engine: pin.w, Reason: ReasonSaturationPin}, nil
 		}
 	}
 	if len(rejections) > 0 {
@@ -225,7 +225,7 @@ func (p *CacheAware) queued(o observation, limit int64) bool {
 }
 
 // groupQueued reports whether every engine of the group provably reads waiting >= limit.
-func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Worker, limit int64) bool {
+func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Engine, limit int64) bool {
 	if limit <= 0 {
 		return false
 	}
@@ -238,7 +238,7 @@ func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Wo
 }
 
 // anyBelow reports whether some engine reads a fresh waiting count below floor.
-func (p *CacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Worker, floor int64) bool {
+func (p *CacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engine, floor int64) bool {
 	for _, w := range engines {
 		if v := snap.ViewRef(w.Slot); v != nil && v.Waiting < floor {
 			return true

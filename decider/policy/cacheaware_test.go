@@ -175,15 +175,15 @@ func TestCacheAware(t *testing.T) {
 			if tt.rejected {
 				var rj *RejectedError
 				if !errors.As(err, &rj) {
-					t.Fatalf("Pick() = %v, %v; want a rejection", pk.Worker, err)
+					t.Fatalf("Pick() = %v, %v; want a rejection", pk.Engine, err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pk.Worker.ID != tt.want || pk.Reason != tt.reason {
-				t.Errorf("Pick() = %s (%s), want %s (%s); trace %s %+v", pk.Worker.ID, pk.Reason, tt.want, tt.reason, tr.Detail, tr.Candidates)
+			if pk.Engine.ID != tt.want || pk.Reason != tt.reason {
+				t.Errorf("Pick() = %s (%s), want %s (%s); trace %s %+v", pk.Engine.ID, pk.Reason, tt.want, tt.reason, tr.Detail, tr.Candidates)
 			}
 		})
 	}
@@ -241,7 +241,7 @@ func TestPrefixMemoSharesOneLookup(t *testing.T) {
 	}
 	// Each group filters the shared matches to its own candidates.
 	pk := mustPick(t, p2, es[1:], req)
-	if pk.Worker.ID != "b" || pk.Reason != ReasonNoCacheCandidate {
-		t.Errorf("group without the holder = %s (%s), want b no_cache_candidate", pk.Worker.ID, pk.Reason)
+	if pk.Engine.ID != "b" || pk.Reason != ReasonNoCacheCandidate {
+		t.Errorf("group without the holder = %s (%s), want b no_cache_candidate", pk.Engine.ID, pk.Reason)
 	}
 }

@@ -37,16 +37,16 @@ func newFixture(t testing.TB) *fixture {
 		deps: Deps{Load: load, InFlight: inf}, epoch: map[string]uint64{}}
 }
 
-// engines registers workers of one role for model "m" and returns them sorted by id.
-func (f *fixture) engines(role registry.Role, ids ...string) []*registry.Worker {
+// engines registers engines of one role for model "m" and returns them sorted by id.
+func (f *fixture) engines(role registry.Role, ids ...string) []*registry.Engine {
 	f.t.Helper()
 	for _, id := range ids {
-		w := registry.Worker{ID: id, URL: "http://" + id + ".test:8000", Models: []string{"m"}, Role: role}
+		w := registry.Engine{ID: id, URL: "http://" + id + ".test:8000", Models: []string{"m"}, Role: role}
 		if err := f.reg.Upsert(w); err != nil {
 			f.t.Fatal(err)
 		}
 	}
-	var out []*registry.Worker
+	var out []*registry.Engine
 	for _, w := range f.reg.Snapshot().Candidates("m", role) {
 		for _, id := range ids {
 			if w.ID == id {
@@ -72,7 +72,7 @@ func (f *fixture) report(id string, r loadtable.Report) {
 	}
 }
 
-func (f *fixture) inflight(w *registry.Worker, n int) {
+func (f *fixture) inflight(w *registry.Engine, n int) {
 	f.t.Helper()
 	for range n {
 		if _, err := f.inf.Acquire(w.Slot); err != nil {

@@ -33,8 +33,8 @@ func TestCacheAwareOverLocalIndex(t *testing.T) {
 	}
 	p := NewCacheAware(f.deps, admission.Limits{}, defaults(), LocalIndex{Index: ix})
 	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 2100, TokenIDs: append(prompt, make([]uint32, 52)...)})
-	if pk.Worker.ID != "b" || pk.Reason != ReasonCacheCandidate {
-		t.Errorf("Pick(held prefix) = %s (%s), want b cache_candidate", pk.Worker.ID, pk.Reason)
+	if pk.Engine.ID != "b" || pk.Reason != ReasonCacheCandidate {
+		t.Errorf("Pick(held prefix) = %s (%s), want b cache_candidate", pk.Engine.ID, pk.Reason)
 	}
 	cold := make([]uint32, 2048)
 	pk = mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 2048, TokenIDs: cold})

@@ -32,7 +32,7 @@ func NewLeastLoad(deps Deps, limits admission.Limits) *LeastLoad {
 func (p *LeastLoad) Name() string { return TypeLoadBased }
 
 // Pick implements Policy.
-func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -69,7 +69,7 @@ func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Worker, req Requ
 		}
 	}
 	k := int((p.cursor.Add(1) - 1) % uint64(ties))
-	var chosen *registry.Worker
+	var chosen *registry.Engine
 	for i, w := range engines {
 		if scores[i] != best {
 			continue

@@ -42,7 +42,7 @@ type observation struct {
 	inflight int64
 }
 
-func (d Deps) observe(snap loadtable.Snapshot, w *registry.Worker) observation {
+func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine) observation {
 	v, ok := snap.View(w.Slot)
 	return observation{view: v, known: ok, inflight: d.InFlight.InFlight(w.Slot)}
 }

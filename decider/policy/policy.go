@@ -26,7 +26,7 @@ type Policy interface {
 	// Name is the configuration name of the policy type, e.g. "power_of_two".
 	Name() string
 	// Pick selects an engine from engines for req.
-	Pick(ctx context.Context, engines []*registry.Worker, req Request) (Pick, error)
+	Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error)
 }
 
 // Request carries the prepared routing facts for one stage of one bucket attempt. It holds no
@@ -70,7 +70,7 @@ func (r *Request) Namespace() Namespace {
 // Pick is a policy's selection: one engine from the supplied candidates and the reason, used in
 // metrics, explain output and the Decide response.
 type Pick struct {
-	Worker *registry.Worker
+	Engine *registry.Engine
 	Reason string
 }
 
@@ -116,6 +116,6 @@ func (e *RejectedError) Error() string {
 }
 
 // rejected builds the AdmissionRejected error for one engine.
-func rejected(w *registry.Worker, limit string) error {
+func rejected(w *registry.Engine, limit string) error {
 	return &RejectedError{Rejections: []Rejection{{EngineID: w.ID, Limit: limit}}}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-func pickIDs(t *testing.T, p Policy, engines []*registry.Worker, req Request, n int) []string {
+func pickIDs(t *testing.T, p Policy, engines []*registry.Engine, req Request, n int) []string {
 	t.Helper()
 	var got []string
 	for range n {
@@ -20,7 +20,7 @@ func pickIDs(t *testing.T, p Policy, engines []*registry.Worker, req Request, n 
 		if err != nil {
 			t.Fatalf("Pick: %v", err)
 		}
-		got = append(got, pk.Worker.ID)
+		got = append(got, pk.Engine.ID)
 	}
 	return got
 }
@@ -148,8 +148,8 @@ func TestPowerOfTwoPressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pk.Worker.ID != tt.want || pk.Reason != TypePowerOfTwo {
-				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Worker.ID, pk.Reason, tt.want, TypePowerOfTwo)
+			if pk.Engine.ID != tt.want || pk.Reason != TypePowerOfTwo {
+				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Engine.ID, pk.Reason, tt.want, TypePowerOfTwo)
 			}
 		})
 	}
@@ -186,8 +186,8 @@ func TestPowerOfTwoQueueTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pk.Worker.ID != "b" {
-		t.Errorf("Pick() = %s, want b (shorter estimated queue)", pk.Worker.ID)
+	if pk.Engine.ID != "b" {
+		t.Errorf("Pick() = %s, want b (shorter estimated queue)", pk.Engine.ID)
 	}
 }
 
@@ -218,8 +218,8 @@ func TestPowerOfTwoSingleCandidateChecksAdmission(t *testing.T) {
 		t.Fatal("Pick() admitted an engine at its waiting cap")
 	}
 	p = NewPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 6})
-	if pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err != nil || pk.Worker.ID != "a" {
-		t.Fatalf("Pick() = %v, %v; want a", pk.Worker, err)
+	if pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err != nil || pk.Engine.ID != "a" {
+		t.Fatalf("Pick() = %v, %v; want a", pk.Engine, err)
 	}
 }
 
@@ -237,9 +237,9 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 	for _, w := range es {
 		t.Run(w.ID, func(t *testing.T) {
 			p := NewRoundRobin(f.deps, limits)
-			pk, err := p.Pick(context.Background(), []*registry.Worker{w}, Request{Stage: registry.RolePlain})
-			if err != nil || pk.Worker != w {
-				t.Errorf("Pick() = %v, %v; want %s admitted (unknown load fails open)", pk.Worker, err, w.ID)
+			pk, err := p.Pick(context.Background(), []*registry.Engine{w}, Request{Stage: registry.RolePlain})
+			if err != nil || pk.Engine != w {
+				t.Errorf("Pick() = %v, %v; want %s admitted (unknown load fails open)", pk.Engine, err, w.ID)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func NewPowerOfTwo(deps Deps, limits admission.Limits) *PowerOfTwo {
 func (p *PowerOfTwo) Name() string { return TypePowerOfTwo }
 
 // Pick implements Policy.
-func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	n := len(engines)
 	if n == 0 {
 		return Pick{}, ErrNoCandidates

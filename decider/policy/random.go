@@ -25,7 +25,7 @@ func NewRandom(deps Deps, limits admission.Limits) *Random {
 func (p *Random) Name() string { return TypeRandom }
 
 // Pick implements Policy.
-func (p *Random) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *Random) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}

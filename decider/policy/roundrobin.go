@@ -27,7 +27,7 @@ func NewRoundRobin(deps Deps, limits admission.Limits) *RoundRobin {
 func (p *RoundRobin) Name() string { return TypeRoundRobin }
 
 // Pick implements Policy.
-func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Worker, req Request) (Pick, error) {
+func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	n := uint64(len(engines))
 	if n == 0 {
 		return Pick{}, ErrNoCandidates

@@ -37,7 +37,7 @@ type CandidateNote struct {
 }
 
 // note appends a candidate observation; a nil trace records nothing.
-func (t *Trace) note(w *registry.Worker, o observation, rejection, note string) {
+func (t *Trace) note(w *registry.Engine, o observation, rejection, note string) {
 	if t == nil {
 		return
 	}

@@ -70,7 +70,7 @@ func (a *adminService) listEngines(_ context.Context, in *sluicev1.ListEnginesRe
 	reg := a.reg.Snapshot()
 	snap := a.load.Snapshot()
 	out := &sluicev1.ListEnginesResponse{}
-	for _, w := range reg.Workers() {
+	for _, w := range reg.Engines() {
 		if m := in.GetModel(); m != "" && !slices.Contains(w.Models, m) {
 			continue
 		}
@@ -385,11 +385,11 @@ func roleFromProto(r sluicev1.Role) string {
 	return ""
 }
 
-func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
+func engineFromProto(e *sluicev1.EngineSpec) (config.EngineSpec, error) {
 	if e == nil {
-		return config.WorkerSpec{}, invalidArgument("ENGINE_MISSING", "engine is missing")
+		return config.EngineSpec{}, invalidArgument("ENGINE_MISSING", "engine is missing")
 	}
-	w := config.WorkerSpec{ID: e.GetId(), URL: e.GetUrl(), Models: slices.Clone(e.GetModels()), Role: roleFromProto(e.GetRole()),
+	w := config.EngineSpec{ID: e.GetId(), URL: e.GetUrl(), Models: slices.Clone(e.GetModels()), Role: roleFromProto(e.GetRole()),
 		BootstrapPort: e.GetBootstrapPort(), Labels: maps.Clone(e.GetLabels()),
 		KVEventsEndpoint: e.GetKvEventsEndpoint(), KVReplayEndpoint: e.GetKvReplayEndpoint(), MetricsURL: e.GetMetricsUrl(),
 		DPSize: e.GetDpSize(), LoRAAdapters: slices.Clone(e.GetLoraAdapters())}
@@ -398,7 +398,7 @@ func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
 	}
 	// Check the engine on its own first, so problems name engine.id (not workers[7].id).
 	var ve *config.ValidationError
-	if err := (&config.Document{Workers: []config.WorkerSpec{w}}).Validate(); errors.As(err, &ve) {
+	if err := (&config.Document{Engines: []config.EngineSpec{w}}).Validate(); errors.As(err, &ve) {
 		for i, p := range ve.Problems {
 			if rest, ok := strings.CutPrefix(p.Path, "workers[0]"); ok {
 				ve.Problems[i].Path = "engine" + rest
@@ -409,8 +409,8 @@ func workerFromProto(e *sluicev1.EngineSpec) (config.WorkerSpec, error) {
 	return w, nil
 }
 
-func workerIndex(doc *config.Document, id string) int {
-	return slices.IndexFunc(doc.Workers, func(w config.WorkerSpec) bool { return w.ID == id })
+func engineIndex(doc *config.Document, id string) int {
+	return slices.IndexFunc(doc.Engines, func(w config.EngineSpec) bool { return w.ID == id })
 }
 
 // dropFromGroups removes id from every explicit group membership.
@@ -418,9 +418,9 @@ func dropFromGroups(doc *config.Document, id string) {
 	for i := range doc.Buckets {
 		g := doc.Buckets[i].Groups
 		for _, gs := range []*config.GroupSpec{g.Plain, pdGroup(g.PD, true), pdGroup(g.PD, false)} {
-			if gs != nil && gs.WorkerIDs != nil {
-				ids := slices.DeleteFunc(slices.Clone(*gs.WorkerIDs), func(w string) bool { return w == id })
-				gs.WorkerIDs = &ids
+			if gs != nil && gs.EngineIDs != nil {
+				ids := slices.DeleteFunc(slices.Clone(*gs.EngineIDs), func(w string) bool { return w == id })
+				gs.EngineIDs = &ids
 			}
 		}
 	}
@@ -437,15 +437,15 @@ func pdGroup(pd *config.PDSpec, prefill bool) *config.GroupSpec {
 }
 
 func (a *adminService) registerEngine(ctx context.Context, in *sluicev1.RegisterEngineRequest) (*sluicev1.RegisterEngineResponse, error) {
-	w, err := workerFromProto(in.GetEngine())
+	w, err := engineFromProto(in.GetEngine())
 	if err != nil {
 		return nil, err
 	}
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
-		if workerIndex(doc, w.ID) >= 0 {
+		if engineIndex(doc, w.ID) >= 0 {
 			return &requestError{code: codes.AlreadyExists, reason: "ENGINE_EXISTS", message: fmt.Sprintf("engine %q already exists; update it instead", w.ID)}
 		}
-		doc.Workers = append(doc.Workers, w)
+		doc.Engines = append(doc.Engines, w)
 		return nil
 	})
 	if err != nil {
@@ -459,7 +459,7 @@ func (a *adminService) updateEngine(ctx context.Context, in *sluicev1.UpdateEngi
 	if spec != nil && spec.GetId() == "" {
 		spec.Id = in.GetId()
 	}
-	w, err := workerFromProto(spec)
+	w, err := engineFromProto(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -467,11 +467,11 @@ func (a *adminService) updateEngine(ctx context.Context, in *sluicev1.UpdateEngi
 		return nil, invalidArgument("ENGINE_ID_MISMATCH", "engine.id %q differs from the id %q in the request", w.ID, in.GetId())
 	}
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
-		i := workerIndex(doc, w.ID)
+		i := engineIndex(doc, w.ID)
 		if i < 0 {
 			return notFound("ENGINE_NOT_FOUND", "engine %q is not in the configuration's worker list; register it instead", w.ID)
 		}
-		doc.Workers[i] = w
+		doc.Engines[i] = w
 		return nil
 	})
 	if err != nil {
@@ -482,14 +482,14 @@ func (a *adminService) updateEngine(ctx context.Context, in *sluicev1.UpdateEngi
 
 func (a *adminService) drainEngine(ctx context.Context, in *sluicev1.DrainEngineRequest) (*sluicev1.DrainEngineResponse, error) {
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
-		i := workerIndex(doc, in.GetId())
+		i := engineIndex(doc, in.GetId())
 		if i < 0 {
 			return notFound("ENGINE_NOT_FOUND", "engine %q is not in the configuration's worker list", in.GetId())
 		}
-		if doc.Workers[i].Labels == nil {
-			doc.Workers[i].Labels = map[string]string{}
+		if doc.Engines[i].Labels == nil {
+			doc.Engines[i].Labels = map[string]string{}
 		}
-		doc.Workers[i].Labels[DrainedLabel] = "true"
+		doc.Engines[i].Labels[DrainedLabel] = "true"
 		dropFromGroups(doc, in.GetId())
 		return nil
 	})
@@ -501,11 +501,11 @@ func (a *adminService) drainEngine(ctx context.Context, in *sluicev1.DrainEngine
 
 func (a *adminService) removeEngine(ctx context.Context, in *sluicev1.RemoveEngineRequest) (*sluicev1.RemoveEngineResponse, error) {
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
-		i := workerIndex(doc, in.GetId())
+		i := engineIndex(doc, in.GetId())
 		if i < 0 {
 			return notFound("ENGINE_NOT_FOUND", "engine %q is not in the configuration's worker list", in.GetId())
 		}
-		doc.Workers = slices.Delete(doc.Workers, i, i+1)
+		doc.Engines = slices.Delete(doc.Engines, i, i+1)
 		dropFromGroups(doc, in.GetId())
 		return nil
 	})

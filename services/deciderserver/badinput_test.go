@@ -63,15 +63,15 @@ func TestAdminRefusesEmptyDocuments(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !containsPrefix(violations(t, err), "document") {
 		t.Errorf("Connect ApplyConfig{} = %v, want InvalidArgument with a violation at document", err)
 	}
-	if cur := srv.Store().Current(); cur.Version != 1 || len(cur.Document.Workers) != 4 {
-		t.Errorf("after refused empty applies: version %d with %d workers, want version 1 with 4", cur.Version, len(cur.Document.Workers))
+	if cur := srv.Store().Current(); cur.Version != 1 || len(cur.Document.Engines) != 4 {
+		t.Errorf("after refused empty applies: version %d with %d workers, want version 1 with 4", cur.Version, len(cur.Document.Engines))
 	}
 	if n := srv.Registry().Snapshot().Len(); n != 4 {
 		t.Errorf("registry holds %d engines, want 4", n)
 	}
 }
 
-// TestAdminDocumentAndRegistryAgree: a document without workers after one with them removes
+// TestAdminDocumentAndRegistryAgree: a document without engines after one with them removes
 // the engines it no longer lists, so GetConfig and ListEngines never disagree.
 func TestAdminDocumentAndRegistryAgree(t *testing.T) {
 	srv := startWith(t, fileConfig(t))
@@ -80,7 +80,7 @@ func TestAdminDocumentAndRegistryAgree(t *testing.T) {
 		t.Fatalf("PUT /v1/admin/config = %d %v", status, body)
 	}
 	waitFor(t, func() bool { return srv.decider.ConfigVersion() == 2 })
-	if w := srv.Store().Current().Document.Workers; w != nil {
+	if w := srv.Store().Current().Document.Engines; w != nil {
 		t.Fatalf("document in force lists workers %v, want none", w)
 	}
 	if n := srv.Registry().Snapshot().Len(); n != 0 {

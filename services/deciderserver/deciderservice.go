@@ -12,11 +12,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/components/enginehealth"
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
-	"github.com/sluicehq/sluice/components/enginehealth"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -126,7 +126,7 @@ func roleToProto(r registry.Role) sluicev1.Role {
 }
 
 func enginePick(p decider.EnginePick) *sluicev1.EnginePick {
-	w := p.Worker
+	w := p.Engine
 	return &sluicev1.EnginePick{EngineId: w.ID, Url: w.URL, Reason: p.Reason, BootstrapPort: w.BootstrapPort, Role: roleToProto(w.Role)}
 }
 

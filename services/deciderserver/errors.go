@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/components/limits"
 	"github.com/sluicehq/sluice/decider"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/components/limits"
 	"github.com/sluicehq/sluice/state/config"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/components/ingest"
+	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
@@ -122,7 +122,7 @@ func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *
 			in.index = ix
 		}
 	}
-	reg.OnRemove(func(w *registry.Worker) { ki.RemoveEngine(w.ID) })
+	reg.OnRemove(func(w *registry.Engine) { ki.RemoveEngine(w.ID) })
 	return in, nil
 }
 

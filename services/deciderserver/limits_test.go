@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/components/limits"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
 // endless is a body of n bytes of a JSON string's content, produced lazily.

@@ -1,6 +1,6 @@
 // Package decider is the decider service: it serves sluice.v1.DeciderService and AdminService
 // over native gRPC on its own port, and over Connect, gRPC-Web and REST (grpc-gateway) on an
-// HTTP port beside /metrics and health endpoints. It owns the in-memory state (worker registry,
+// HTTP port beside /metrics and health endpoints. It owns the in-memory state (engine registry,
 // load table, leases) and the configuration store, and can be embedded (dev mode does).
 package deciderserver
 
@@ -28,14 +28,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/sluicehq/sluice/components/enginehealth"
+	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/components/strictjson"
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/gen/openapiv2"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
-	"github.com/sluicehq/sluice/components/enginehealth"
-	"github.com/sluicehq/sluice/components/limits"
-	"github.com/sluicehq/sluice/components/strictjson"
 	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
@@ -61,7 +61,7 @@ type Server struct {
 	ingestion    *ingestion // nil without -kafka-brokers
 	// configApplied is the unix nanos at which the configuration in force was applied.
 	configApplied atomic.Int64
-	// registryFromConfig is true while the registry holds the workers of the document in
+	// registryFromConfig is true while the registry holds the engines of the document in
 	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
 	registryFromConfig bool
 
@@ -112,7 +112,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg.OnRemove(func(w *registry.Worker) { aff.InvalidateEngine(w.ID) })
+	reg.OnRemove(func(w *registry.Engine) { aff.InvalidateEngine(w.ID) })
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	healthTracker, err := enginehealth.New(logger, reg, cfg.Health, nil, promReg)
@@ -123,7 +123,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg.OnRemove(func(w *registry.Worker) { load.RemoveEngine(w.ID) })
+	reg.OnRemove(func(w *registry.Engine) { load.RemoveEngine(w.ID) })
 	deps := policy.Deps{Load: load, InFlight: leases, Affinity: aff}
 	if in != nil {
 		deps.Prefix = in.prefixSource()
@@ -203,7 +203,7 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // HTTPAddr is the bound HTTP address (Connect, REST, /metrics).
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
-// Registry is the worker registry, for embedding (dev mode registers simulated engines).
+// Registry is the engine registry, for embedding (dev mode registers simulated engines).
 func (s *Server) Registry() *registry.Registry { return s.reg }
 
 // LoadTable is the engine load table, which ingestion (or tests) feed.
@@ -212,25 +212,25 @@ func (s *Server) LoadTable() *loadtable.Table { return s.load }
 // Leases is the in-flight lease tracker.
 func (s *Server) Leases() *inflight.Tracker { return s.leases }
 
-// applyConfig installs a snapshot: its workers (when the document lists any) and its buckets.
+// applyConfig installs a snapshot: its engines (when the document lists any) and its buckets.
 // The buckets are checked first so a snapshot that cannot be built changes nothing.
 func (s *Server) applyConfig(snap config.Snapshot) error {
 	if err := s.decider.Check(snap.Document); err != nil {
 		return err
 	}
-	// A document that lists workers owns the registry. One that omits them leaves the registry
+	// A document that lists engines owns the registry. One that omits them leaves the registry
 	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
 	// document: those go too, so the document in force and the engines routed to never
 	// disagree (and a restart on this document would not bring them back either).
-	if snap.Document.Workers != nil || s.registryFromConfig {
-		workers, err := workersFromConfig(snap.Document.Workers)
+	if snap.Document.Engines != nil || s.registryFromConfig {
+		engines, err := enginesFromConfig(snap.Document.Engines)
 		if err != nil {
 			return err
 		}
-		if err := s.reg.Replace(workers); err != nil {
+		if err := s.reg.Replace(engines); err != nil {
 			return err
 		}
-		s.registryFromConfig = snap.Document.Workers != nil
+		s.registryFromConfig = snap.Document.Engines != nil
 	}
 	if err := s.decider.Apply(snap); err != nil {
 		return err
@@ -239,14 +239,14 @@ func (s *Server) applyConfig(snap config.Snapshot) error {
 	return nil
 }
 
-func workersFromConfig(specs []config.WorkerSpec) ([]registry.Worker, error) {
-	out := make([]registry.Worker, 0, len(specs))
+func enginesFromConfig(specs []config.EngineSpec) ([]registry.Engine, error) {
+	out := make([]registry.Engine, 0, len(specs))
 	for i, ws := range specs {
 		role, err := registry.ParseRole(ws.Role)
 		if err != nil {
 			return nil, fmt.Errorf("workers[%d] (%q): %w", i, ws.ID, err)
 		}
-		out = append(out, registry.Worker{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
+		out = append(out, registry.Engine{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
 			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels,
 			KVEventsEndpoint: ws.KVEventsEndpoint, KVReplayEndpoint: ws.KVReplayEndpoint, MetricsURL: ws.MetricsURL,
 			DPSize: ws.DPSize, LoRAAdapters: ws.LoRAAdapters})

@@ -19,10 +19,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicehq/sluice/internal/kafkadev"
 	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
-	"github.com/sluicehq/sluice/internal/kafkadev"
 	"github.com/sluicehq/sluice/services/simengine"
 )
 
@@ -36,7 +36,7 @@ type Config struct {
 	PlainEngines, PDPairs int
 	// Speed scales the simulated engines' latency model (10 = ten times faster than real).
 	Speed float64
-	// ConfigPath, when set, replaces the generated bucket configuration (its workers must use
+	// ConfigPath, when set, replaces the generated bucket configuration (its engines must use
 	// the engine addresses dev mode prints, so this is mainly for policies and buckets).
 	ConfigPath string
 	// DataDir holds the generated configuration and snapshots; empty = a temporary directory

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/components/ingest"
+	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
 )

@@ -16,17 +16,17 @@ import (
 	"github.com/sluicehq/sluice/services/deciderserver"
 )
 
-// fleetConfig is a decider configuration whose workers declare enginelink endpoints.
-func fleetConfig(workers ...string) string {
-	ids := make([]string, len(workers))
-	for i, w := range workers {
+// fleetConfig is a decider configuration whose engines declare enginelink endpoints.
+func fleetConfig(engines ...string) string {
+	ids := make([]string, len(engines))
+	for i, w := range engines {
 		ids[i] = strings.SplitN(strings.TrimPrefix(w, "{id: "), ",", 2)[0]
 	}
 	return fmt.Sprintf("workers:\n  - %s\nbuckets:\n  - id: all\n    groups:\n      plain:\n        worker_ids: [%s]\n        policy: {type: round_robin}\n",
-		strings.Join(workers, "\n  - "), strings.Join(ids, ", "))
+		strings.Join(engines, "\n  - "), strings.Join(ids, ", "))
 }
 
-// TestFleetFollowsDeciderRegistry runs a real decider whose workers declare kv_events_endpoint,
+// TestFleetFollowsDeciderRegistry runs a real decider whose engines declare kv_events_endpoint,
 // kv_replay_endpoint and metrics_url; the link follows its registry: KV events of e1, load of e2
 // scraped at url + "/metrics", and it drops e2 when the configuration removes it.
 func TestFleetFollowsDeciderRegistry(t *testing.T) {

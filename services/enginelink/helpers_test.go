@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sluicehq/sluice/internal/kafkadev"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/services/enginelink"
-	"github.com/sluicehq/sluice/internal/kafkadev"
 )
 
 // waitLimit bounds every wait for a condition; reaching it fails the test.

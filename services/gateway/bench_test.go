@@ -27,7 +27,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"}}]}`)
 	})
-	d := startDecider(b, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(b, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(b, d, nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	direct, via := e1.url(), "http://"+g.Addr()

@@ -14,13 +14,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/components/limits"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
 func TestPlainForwardsBodyUnchangedAndRelaysAnswer(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	tests := []struct {
 		name, path, body string
@@ -55,7 +55,7 @@ func TestPlainForwardsBodyUnchangedAndRelaysAnswer(t *testing.T) {
 
 func TestPDSendsBootstrapToBothAndRelaysDecode(t *testing.T) {
 	p1, d1 := newFakeEngine(t, "p1"), newFakeEngine(t, "d1")
-	d := startDecider(t, []worker{{engine: p1, model: "pd", role: "prefill", bootstrapPort: 8998}, {engine: d1, model: "pd", role: "decode"}}, "")
+	d := startDecider(t, []listEntry{{engine: p1, model: "pd", role: "prefill", bootstrapPort: 8998}, {engine: d1, model: "pd", role: "decode"}}, "")
 	g := startGateway(t, d, nil)
 
 	t.Run("single", func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestPDPrefillFailureFailsRequest(t *testing.T) {
 	p1.setHandler(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		http.Error(w, "boom", http.StatusInternalServerError)
 	})
-	d := startDecider(t, []worker{{engine: p1, model: "pd", role: "prefill", bootstrapPort: 8998}, {engine: d1, model: "pd", role: "decode"}}, "")
+	d := startDecider(t, []listEntry{{engine: p1, model: "pd", role: "prefill", bootstrapPort: 8998}, {engine: d1, model: "pd", role: "decode"}}, "")
 	g := startGateway(t, d, func(c *Config) { c.RetryOnEngineFailure = false })
 	resp := post(t, g, routeChat, `{"model":"pd","messages":[{"role":"user","content":"hello"}]}`)
 	got := readAll(t, resp)
@@ -175,7 +175,7 @@ func TestStreamingRelaysChunkByChunk(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
 	next, cancelled := make(chan struct{}), make(chan struct{})
 	e1.setHandler(sseEngine(next, cancelled))
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 
 	resp := post(t, g, routeChat, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
@@ -231,7 +231,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
 	next, cancelled := make(chan struct{}), make(chan struct{})
 	e1.setHandler(sseEngine(next, cancelled))
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 
 	resp := post(t, g, routeCompletions, `{"model":"m","stream":true,"prompt":"hi"}`)
@@ -250,7 +250,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 
 func TestRoutingFactsReachDecide(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	rd := startRecordingDecider(t, d)
 	g := startGatewayAt(t, rd.addr, func(c *Config) { c.SessionHeader, c.DefaultMaxTokens = "x-conversation", 100 })
 
@@ -272,12 +272,12 @@ func TestRoutingFactsReachDecide(t *testing.T) {
 }
 
 func TestSessionStaysOnEngine(t *testing.T) {
-	engines := []*fakeEngine{newFakeEngine(t, "e1"), newFakeEngine(t, "e2"), newFakeEngine(t, "e3")}
-	var workers []worker
-	for _, e := range engines {
-		workers = append(workers, worker{engine: e, model: "m", role: "plain"})
+	fakes := []*fakeEngine{newFakeEngine(t, "e1"), newFakeEngine(t, "e2"), newFakeEngine(t, "e3")}
+	var engines []listEntry
+	for _, e := range fakes {
+		engines = append(engines, listEntry{engine: e, model: "m", role: "plain"})
 	}
-	d := startDecider(t, workers, `buckets:
+	d := startDecider(t, engines, `buckets:
   - id: chat
     groups:
       plain:
@@ -304,7 +304,7 @@ func TestSessionStaysOnEngine(t *testing.T) {
 
 func TestBodyLimit(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	body := `{"model":"m","prompt":"` + strings.Repeat("a", int(limits.For(limits.DefaultMaxTokenIDs).MaxBodyBytes)) + `"}`
 	resp := post(t, g, routeCompletions, body)
@@ -321,7 +321,7 @@ func TestDecideErrorsMapped(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
 	next, cancelled := make(chan struct{}), make(chan struct{})
 	e1.setHandler(sseEngine(next, cancelled))
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, `buckets:
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, `buckets:
   - id: only
     groups:
       plain:
@@ -376,7 +376,7 @@ func TestEngineFailureBeforeFirstByteRetriedElsewhere(t *testing.T) {
 	bad.setHandler(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		http.Error(w, "overloaded", http.StatusInternalServerError)
 	})
-	d := startDecider(t, []worker{{engine: bad, model: "m", role: "plain"}, {engine: good, model: "m", role: "plain"}}, `buckets:
+	d := startDecider(t, []listEntry{{engine: bad, model: "m", role: "plain"}, {engine: good, model: "m", role: "plain"}}, `buckets:
   - id: rr
     groups:
       plain:
@@ -418,7 +418,7 @@ func TestNoRetryAfterBytesReachedClient(t *testing.T) {
 	}
 	e1.setHandler(breakOff)
 	e2.setHandler(breakOff)
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}, {engine: e2, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}, {engine: e2, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	resp := post(t, g, routeCompletions, `{"model":"m","stream":true,"prompt":"x"}`)
 	body, err := io.ReadAll(resp.Body)
@@ -437,7 +437,7 @@ func TestNoRetryAfterBytesReachedClient(t *testing.T) {
 
 func TestModelsListsHealthyEngineModels(t *testing.T) {
 	e1, e2, p1, d1 := newFakeEngine(t, "e1"), newFakeEngine(t, "e2"), newFakeEngine(t, "p1"), newFakeEngine(t, "d1")
-	d := startDecider(t, []worker{{engine: e1, model: "llama", role: "plain"}, {engine: e2, model: "qwen", role: "plain"},
+	d := startDecider(t, []listEntry{{engine: e1, model: "llama", role: "plain"}, {engine: e2, model: "qwen", role: "plain"},
 		{engine: p1, model: "deepseek", role: "prefill", bootstrapPort: 9000}, {engine: d1, model: "deepseek", role: "decode"}}, "")
 	g := startGateway(t, d, nil)
 	resp, err := http.Get("http://" + g.Addr() + "/v1/models")
@@ -462,7 +462,7 @@ func TestModelsListsHealthyEngineModels(t *testing.T) {
 
 func TestRESTMappingProxiedToDecider(t *testing.T) {
 	e1 := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	resp := post(t, g, "/v1/decide", `{"model":"m","inputTokens":"12","dryRun":true}`)
 	var dec struct {

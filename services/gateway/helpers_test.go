@@ -85,20 +85,20 @@ func (e *fakeEngine) requests() []recorded {
 
 func (e *fakeEngine) url() string { return e.srv.URL }
 
-// worker is one line of the decider's worker list.
-type worker struct {
+// listEntry is one line of the decider configuration's engine list (key `workers`).
+type listEntry struct {
 	engine        *fakeEngine
 	model, role   string
 	bootstrapPort int
 }
 
-// startDecider runs a real decider whose configuration lists workers (and the extra YAML,
+// startDecider runs a real decider whose configuration lists engines (and the extra YAML,
 // typically buckets), on loopback ports, stopped when the test ends.
-func startDecider(t testing.TB, workers []worker, extra string) *deciderserver.Server {
+func startDecider(t testing.TB, engines []listEntry, extra string) *deciderserver.Server {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("workers:\n")
-	for _, w := range workers {
+	for _, w := range engines {
 		fmt.Fprintf(&b, "  - {id: %s, url: %q, models: [%s], role: %s", w.engine.id, w.engine.url(), w.model, w.role)
 		if w.bootstrapPort != 0 {
 			fmt.Fprintf(&b, ", bootstrap_port: %d", w.bootstrapPort)

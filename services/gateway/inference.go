@@ -14,8 +14,8 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/components/limits"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
 // inference serves one OpenAI/SGLang route: read and check the body, prepare the routing facts

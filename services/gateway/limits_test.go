@@ -50,7 +50,7 @@ func TestPromptLimitsAgreeWithTheDecider(t *testing.T) {
 	prompt := `{"model": "m", "prompt": "a long document", "max_tokens": 1}`
 	t.Run("a million token ids reach the decider", func(t *testing.T) {
 		e := tokenizingEngine(t, 1_000_000) // 5 MB of token ids in the Decide
-		d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+		d := startDecider(t, []listEntry{{engine: e, model: "m", role: "plain"}}, "")
 		g := startGateway(t, d, func(c *Config) { c.Tokenizer, c.TokenizerURL = TokenizerEngine, e.url() })
 		resp := post(t, g, routeCompletions, prompt)
 		if got := readAll(t, resp); resp.StatusCode != http.StatusOK {
@@ -59,7 +59,7 @@ func TestPromptLimitsAgreeWithTheDecider(t *testing.T) {
 	})
 	t.Run("more than -max-token-ids is 413 at the gateway", func(t *testing.T) {
 		e := tokenizingEngine(t, 101)
-		d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+		d := startDecider(t, []listEntry{{engine: e, model: "m", role: "plain"}}, "")
 		g := startGateway(t, d, func(c *Config) {
 			c.Tokenizer, c.TokenizerURL, c.MaxTokenIDs = TokenizerEngine, e.url(), 100
 		})
@@ -78,7 +78,7 @@ func TestPromptLimitsAgreeWithTheDecider(t *testing.T) {
 // balancer sent traffic to a gateway that could only fail it.
 func TestReadyzReflectsTheDecider(t *testing.T) {
 	e := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e, model: "m", role: "plain"}}, "")
 	ready := func(g *Server) (int, string) {
 		resp, err := http.Get("http://" + g.Addr() + "/readyz")
 		if err != nil {
@@ -119,7 +119,7 @@ func TestSlowHeadersAreCut(t *testing.T) {
 // proxying to the decider, so "dryrun": true took a real lease.
 func TestRESTMappingRefusesUnknownFields(t *testing.T) {
 	e := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	resp := post(t, g, "/v1/decide", `{"model": "m", "input_tokens": 1, "dryrun": true}`)
 	if got := readAll(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, `unknown field \"dryrun\"`) {
@@ -133,7 +133,7 @@ func TestRESTMappingRefusesUnknownFields(t *testing.T) {
 // TestErrorsDoNotEchoHugeValues: a 1 MB model name came back in a 1 MB error.
 func TestErrorsDoNotEchoHugeValues(t *testing.T) {
 	e := newFakeEngine(t, "e1")
-	d := startDecider(t, []worker{{engine: e, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e, model: "m", role: "plain"}}, "")
 	g := startGateway(t, d, nil)
 	resp := post(t, g, routeCompletions, `{"model": "`+strings.Repeat("x", 1<<20)+`", "prompt": "hi"}`)
 	got := readAll(t, resp)

@@ -28,9 +28,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/components/limits"
 	"github.com/sluicehq/sluice/components/strictjson"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
 // Server is one gateway process (or an embedded gateway in dev mode).

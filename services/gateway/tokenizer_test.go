@@ -75,7 +75,7 @@ func TestGatewayTokenizerModes(t *testing.T) {
 		}
 		e1.answerJSON(w, r, body)
 	})
-	d := startDecider(t, []worker{{engine: e1, model: "m", role: "plain"}}, "")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
 	rd := startRecordingDecider(t, d)
 	chat := `{"model":"m","messages":[{"role":"user","content":"hello world!"}]}`
 

@@ -15,12 +15,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/devstack"
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
-	"github.com/sluicehq/sluice/internal/flagenv"
 	"github.com/sluicehq/sluice/services/simengine"
 )
 

@@ -14,7 +14,7 @@ var (
 	documentKeys  = []string{"workers", "buckets", "default_policy", "models"}
 	modelKeys     = []string{"default_policy"}
 	stageKeys     = []string{"plain", "prefill", "decode"}
-	workerKeys    = []string{"id", "url", "models", "role", "bootstrap_port", "labels", "kv_events_endpoint", "kv_replay_endpoint", "metrics_url", "dp_size", "lora_adapters"}
+	engineKeys    = []string{"id", "url", "models", "role", "bootstrap_port", "labels", "kv_events_endpoint", "kv_replay_endpoint", "metrics_url", "dp_size", "lora_adapters"}
 	bucketKeys    = []string{"id", "rank", "models", "limits", "max_context_tokens", "groups"}
 	limitsKeys    = []string{"min", "max"}
 	groupsKeys    = []string{"plain", "pd"}
@@ -257,9 +257,9 @@ func (d *decoder) document(n *node) *Document {
 	d.object(n, "", documentKeys, func(key string, v *node, p string) {
 		switch key {
 		case "workers":
-			ws := []WorkerSpec{}
-			if d.list(v, p, func(_ int, it *node, ip string) { ws = append(ws, d.worker(it, ip)) }) {
-				doc.Workers = ws
+			ws := []EngineSpec{}
+			if d.list(v, p, func(_ int, it *node, ip string) { ws = append(ws, d.engine(it, ip)) }) {
+				doc.Engines = ws
 			}
 		case "buckets":
 			bs := []BucketSpec{}
@@ -325,9 +325,9 @@ func (d *decoder) stagePolicies(n *node, p string) *StagePolicies {
 	return s
 }
 
-func (d *decoder) worker(n *node, p string) WorkerSpec {
-	var w WorkerSpec
-	d.object(n, p, workerKeys, func(key string, v *node, vp string) {
+func (d *decoder) engine(n *node, p string) EngineSpec {
+	var w EngineSpec
+	d.object(n, p, engineKeys, func(key string, v *node, vp string) {
 		switch key {
 		case "id":
 			w.ID, _ = d.str(v, vp)
@@ -454,7 +454,7 @@ func (d *decoder) group(n *node, p string) *GroupSpec {
 	if !d.object(n, p, groupKeys, func(key string, v *node, vp string) {
 		if key == "worker_ids" {
 			if ids, ok := d.strList(v, vp); ok {
-				g.WorkerIDs = &ids
+				g.EngineIDs = &ids
 			}
 			return
 		}

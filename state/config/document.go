@@ -23,17 +23,17 @@ const (
 	BucketPD    = "pd"
 )
 
-// Document is a whole configuration. Its zero value is valid: no worker list
-// (worker ids are checked against the live registry), the default buckets and
+// Document is a whole configuration. Its zero value is valid: no engine list
+// (engine ids are checked against the live registry), the default buckets and
 // power-of-two everywhere.
 //
 // Decode documents with [Parse], not with encoding/json or yaml directly:
 // only Parse rejects unknown and dropped keys.
 type Document struct {
-	// Workers, when non-nil, is the complete list of engines that groups may
-	// name; an explicit empty list is an error. When nil, worker ids are
+	// Engines, when non-nil, is the complete list of engines that groups may
+	// name; an explicit empty list is an error. When nil, engine ids are
 	// checked at run time against the registry.
-	Workers []WorkerSpec `json:"workers,omitempty" yaml:"workers,omitempty"`
+	Engines []EngineSpec `json:"workers,omitempty" yaml:"workers,omitempty"`
 	// Buckets is the bucket set. Nil means [DefaultBuckets]; an explicit
 	// empty list is an error.
 	Buckets []BucketSpec `json:"buckets,omitempty" yaml:"buckets,omitempty"`
@@ -49,7 +49,7 @@ type Document struct {
 // one with [EmptyDocumentError]: it is almost always a mistake that would
 // wipe the configuration.
 func (d *Document) IsEmpty() bool {
-	return d == nil || (d.Workers == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil)
+	return d == nil || (d.Engines == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil)
 }
 
 // ModelSpec holds settings for one model.
@@ -87,7 +87,7 @@ func (s *StagePolicies) For(stage string) *PolicySpec {
 }
 
 // WorkerSpec declares one engine.
-type WorkerSpec struct {
+type EngineSpec struct {
 	// ID is the engine's stable, unique id; groups refer to it.
 	ID string `json:"id" yaml:"id"`
 	// URL is the engine's absolute http or https base URL.
@@ -168,7 +168,7 @@ type GroupSpec struct {
 	// WorkerIDs restricts membership. Nil means every healthy engine of the
 	// requested model and the group's role; an explicit empty list means no
 	// engines.
-	WorkerIDs *[]string `json:"worker_ids,omitempty" yaml:"worker_ids,omitempty"`
+	EngineIDs *[]string `json:"worker_ids,omitempty" yaml:"worker_ids,omitempty"`
 	// Policy is the group's policy; nil inherits (see [Document.PolicyFor]).
 	Policy *PolicySpec `json:"policy,omitempty" yaml:"policy,omitempty"`
 }
@@ -219,13 +219,13 @@ func (d *Document) Clone() *Document {
 		return nil
 	}
 	out := &Document{DefaultPolicy: d.DefaultPolicy.Clone()}
-	if d.Workers != nil {
-		out.Workers = make([]WorkerSpec, len(d.Workers))
-		for i, w := range d.Workers {
+	if d.Engines != nil {
+		out.Engines = make([]EngineSpec, len(d.Engines))
+		for i, w := range d.Engines {
 			w.Models = slices.Clone(w.Models)
 			w.Labels = maps.Clone(w.Labels)
 			w.LoRAAdapters = slices.Clone(w.LoRAAdapters)
-			out.Workers[i] = w
+			out.Engines[i] = w
 		}
 	}
 	if d.Buckets != nil {
@@ -269,12 +269,12 @@ func (g *GroupSpec) Clone() *GroupSpec {
 		return nil
 	}
 	out := &GroupSpec{Policy: g.Policy.clonePtr()}
-	if g.WorkerIDs != nil {
-		ids := slices.Clone(*g.WorkerIDs)
+	if g.EngineIDs != nil {
+		ids := slices.Clone(*g.EngineIDs)
 		if ids == nil {
 			ids = []string{}
 		}
-		out.WorkerIDs = &ids
+		out.EngineIDs = &ids
 	}
 	return out
 }

@@ -57,10 +57,10 @@ func TestMarshalRoundTripStrings(t *testing.T) {
 		"%x", "@x", "`x", "{x}", "[x]", "0o17", "+1", "-0", ".5", "1:2", "=", "\x00", "\u2028", "a\r\nb"}
 	for _, s := range tricky {
 		d := &Document{
-			// Worker ids follow the id rule (letters, digits, . _ -), so the tricky
+			// Engine ids follow the id rule (letters, digits, . _ -), so the tricky
 			// string travels in the model ids and labels only.
-			Workers: []WorkerSpec{{ID: "w", URL: "http://x", Models: []string{s + "m"}, Role: RolePlain, Labels: map[string]string{s: s}}},
-			Buckets: []BucketSpec{{ID: "b", Models: []string{s + "m"}, Groups: GroupsSpec{Plain: &GroupSpec{WorkerIDs: ids("w")}}}},
+			Engines: []EngineSpec{{ID: "w", URL: "http://x", Models: []string{s + "m"}, Role: RolePlain, Labels: map[string]string{s: s}}},
+			Buckets: []BucketSpec{{ID: "b", Models: []string{s + "m"}, Groups: GroupsSpec{Plain: &GroupSpec{EngineIDs: ids("w")}}}},
 			Models:  map[string]ModelSpec{s + "m": {DefaultPolicy: &StagePolicies{Plain: &PolicySpec{Type: PolicySticky, Fallback: ptr("random")}}}},
 		}
 		for _, f := range []Format{FormatYAML, FormatJSON} {

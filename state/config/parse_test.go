@@ -69,18 +69,18 @@ func TestParsePolicyDesignExample(t *testing.T) {
 		{
 			ID: "short-context", Rank: 10, Limits: Limits{Min: 0, Max: ptr[int64](4096)}, MaxContextTokens: ptr[int64](8192),
 			Groups: GroupsSpec{PD: &PDSpec{
-				Prefill: &GroupSpec{WorkerIDs: ids("P1", "P2"), Policy: &PolicySpec{Type: PolicyCacheAware,
+				Prefill: &GroupSpec{EngineIDs: ids("P1", "P2"), Policy: &PolicySpec{Type: PolicyCacheAware,
 					Admission: &AdmissionSpec{MaxRunningRequests: ptr[int64](64), MaxKVTokens: ptr[int64](1048576)}}},
-				Decode: &GroupSpec{WorkerIDs: ids("D1", "D2"), Policy: &PolicySpec{Type: PolicyPowerOfTwo,
+				Decode: &GroupSpec{EngineIDs: ids("D1", "D2"), Policy: &PolicySpec{Type: PolicyPowerOfTwo,
 					Admission: &AdmissionSpec{MaxRunningRequests: ptr[int64](64), MaxKVTokens: ptr[int64](1048576)}}},
 			}},
 		},
 		{
 			ID: "long-context", Rank: 20, Limits: Limits{Min: 0, Max: ptr[int64](131072)}, MaxContextTokens: ptr[int64](131072),
 			Groups: GroupsSpec{PD: &PDSpec{
-				Prefill: &GroupSpec{WorkerIDs: ids("P3", "P4"), Policy: &PolicySpec{Type: PolicyCacheAware,
+				Prefill: &GroupSpec{EngineIDs: ids("P3", "P4"), Policy: &PolicySpec{Type: PolicyCacheAware,
 					Admission: &AdmissionSpec{MaxRunningRequests: ptr[int64](64), MaxKVTokens: ptr[int64](1048576)}}},
-				Decode: &GroupSpec{WorkerIDs: ids("D3", "D4"), Policy: &PolicySpec{Type: PolicyPowerOfTwo,
+				Decode: &GroupSpec{EngineIDs: ids("D3", "D4"), Policy: &PolicySpec{Type: PolicyPowerOfTwo,
 					Admission: &AdmissionSpec{MaxRunningRequests: ptr[int64](64), MaxKVTokens: ptr[int64](1048576)}}},
 			}},
 		},
@@ -106,7 +106,7 @@ func TestParseFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "full.golden.yaml", y)
-	if got := d.Workers[0].BootstrapPort; got != 8998 {
+	if got := d.Engines[0].BootstrapPort; got != 8998 {
 		t.Errorf("bootstrap_port = %d, want 8998", got)
 	}
 	p := d.PolicyFor("llama", StagePrefill, d.Buckets[0].Groups.PD.Prefill).Resolved()

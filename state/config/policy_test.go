@@ -121,12 +121,12 @@ func TestClone(t *testing.T) {
 	}
 	// Mutate every reachable part of the clone; the original must not move.
 	before, _ := Marshal(d, FormatJSON)
-	c.Workers[0].Models[0] = "x"
-	c.Workers[0].Labels["zone"] = "x"
+	c.Engines[0].Models[0] = "x"
+	c.Engines[0].Labels["zone"] = "x"
 	c.Buckets[0].Models[0] = "x"
 	*c.Buckets[0].Limits.Max = 1
 	*c.Buckets[0].MaxContextTokens = 1
-	(*c.Buckets[0].Groups.PD.Prefill.WorkerIDs)[0] = "x"
+	(*c.Buckets[0].Groups.PD.Prefill.EngineIDs)[0] = "x"
 	c.Buckets[0].Groups.PD.Decode.Policy.Type = "x"
 	*c.DefaultPolicy.Prefill.Admission.MaxKVTokens = 1
 	*c.DefaultPolicy.Prefill.MinMatchRatio = 1

@@ -112,7 +112,7 @@ func AuthorFrom(ctx context.Context) string {
 }
 
 // Summarize describes how next differs from prev in one line, naming the
-// buckets and workers added, removed or changed, e.g.
+// buckets and engines added, removed or changed, e.g.
 // "buckets: +long ~short; workers: -a2". It returns "no changes" when the
 // documents encode identically.
 func Summarize(prev, next *Document) string {
@@ -124,10 +124,10 @@ func Summarize(prev, next *Document) string {
 		}
 		return m
 	}
-	workersOf := func(d *Document) map[string]string {
+	enginesOf := func(d *Document) map[string]string {
 		m := map[string]string{}
 		if d != nil {
-			for _, w := range d.Workers {
+			for _, w := range d.Engines {
 				m[w.ID] = encodeJSON(w)
 			}
 		}
@@ -136,7 +136,7 @@ func Summarize(prev, next *Document) string {
 	if s := diffSets(bucketsOf(prev), bucketsOf(next)); s != "" {
 		parts = append(parts, "buckets: "+s)
 	}
-	if s := diffSets(workersOf(prev), workersOf(next)); s != "" {
+	if s := diffSets(enginesOf(prev), enginesOf(next)); s != "" {
 		parts = append(parts, "workers: "+s)
 	}
 	pp, np := prev, next

@@ -10,16 +10,16 @@ import (
 	"strings"
 )
 
-// maxIDLen bounds bucket and worker ids; both appear in REST paths
+// maxIDLen bounds bucket and engine ids; both appear in REST paths
 // (/v1/admin/buckets/{id}, /v1/admin/engines/{id}), metrics labels and logs.
 const maxIDLen = 128
 
-// idRule is the rule bucket and worker ids follow, as problem messages state
+// idRule is the rule bucket and engine ids follow, as problem messages state
 // it: ids appear in REST paths, metrics labels and logs, so no '/', spaces or
 // control characters.
 const idRule = "must use only letters, digits, '.', '_' and '-'"
 
-// checkID returns what is wrong with a bucket or worker id, or "".
+// checkID returns what is wrong with a bucket or engine id, or "".
 func checkID(id, what string) string {
 	switch {
 	case id == "":
@@ -34,8 +34,8 @@ func checkID(id, what string) string {
 
 // Validate checks every semantic rule and returns a [*ValidationError]
 // listing all problems, or nil. A nil document is valid (all defaults).
-// Worker ids named by groups are checked against Workers only when the
-// document lists workers; otherwise they are checked at run time.
+// Engine ids named by groups are checked against Engines only when the
+// document lists engines; otherwise they are checked at run time.
 func (d *Document) Validate() error {
 	if d == nil {
 		return nil
@@ -50,7 +50,7 @@ func (d *Document) Validate() error {
 
 type validator struct {
 	problems []Problem
-	workers  map[string]string // id → role, nil when the document lists none
+	engines  map[string]string // id → role, nil when the document lists none
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -58,7 +58,7 @@ func (v *validator) addf(path, format string, args ...any) {
 }
 
 func (v *validator) document(d *Document) {
-	v.workerList(d.Workers)
+	v.engineList(d.Engines)
 	if d.Buckets != nil && len(d.Buckets) == 0 {
 		v.addf("buckets", "empty list; omit the key for the default plain and pd buckets")
 	}
@@ -76,17 +76,17 @@ func (v *validator) document(d *Document) {
 	}
 }
 
-func (v *validator) workerList(ws []WorkerSpec) {
+func (v *validator) engineList(ws []EngineSpec) {
 	if ws == nil {
 		return
 	}
-	v.workers = map[string]string{}
+	v.engines = map[string]string{}
 	if len(ws) == 0 {
 		v.addf("workers", "empty list; omit the key to check worker ids against the live registry instead")
 		return
 	}
 	firstIndex := map[string]int{}
-	// modelKind records, per model, the first worker serving it as plain
+	// modelKind records, per model, the first engine serving it as plain
 	// ("plain") or as prefill/decode ("pd"), to reject mixing the two.
 	type seenAt struct {
 		kind  string
@@ -102,7 +102,7 @@ func (v *validator) workerList(ws []WorkerSpec) {
 			v.addf(join(p, "id"), "duplicate worker id %q (also workers[%d]); worker ids must be unique", w.ID, first)
 		default:
 			firstIndex[w.ID] = i
-			v.workers[w.ID] = w.Role
+			v.engines[w.ID] = w.Role
 		}
 		if u, err := url.Parse(w.URL); w.URL == "" {
 			v.addf(join(p, "url"), `required; set the engine's base URL such as "http://10.0.0.5:30000"`)
@@ -155,8 +155,8 @@ func (v *validator) workerList(ws []WorkerSpec) {
 // maxDPSize bounds an engine's data-parallel size (ranks are ports base+r).
 const maxDPSize = 1024
 
-// engineEndpoints checks the optional enginelink endpoints of a worker.
-func (v *validator) engineEndpoints(w WorkerSpec, p string) {
+// engineEndpoints checks the optional enginelink endpoints of an engine.
+func (v *validator) engineEndpoints(w EngineSpec, p string) {
 	if w.KVEventsEndpoint != "" {
 		if err := CheckZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, BindPrefix)); err != nil {
 			v.addf(join(p, "kv_events_endpoint"), "%v (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)", err)
@@ -286,10 +286,10 @@ func idRune(r rune) bool {
 }
 
 func (v *validator) group(g *GroupSpec, p, stage string) {
-	if g.WorkerIDs != nil {
+	if g.EngineIDs != nil {
 		wp := join(p, "worker_ids")
 		first := map[string]int{}
-		for i, id := range *g.WorkerIDs {
+		for i, id := range *g.EngineIDs {
 			ip := index(wp, i)
 			if id == "" {
 				v.addf(ip, "worker id must not be empty")
@@ -300,10 +300,10 @@ func (v *validator) group(g *GroupSpec, p, stage string) {
 				continue
 			}
 			first[id] = i
-			if v.workers == nil {
+			if v.engines == nil {
 				continue
 			}
-			role, ok := v.workers[id]
+			role, ok := v.engines[id]
 			switch {
 			case !ok:
 				v.addf(ip, "worker %q is not listed in workers; add it there or remove it from this group", id)

@@ -21,7 +21,7 @@ func ids(s ...string) *[]string {
 // validDoc is a small valid document that test cases mutate.
 func validDoc() *Document {
 	return &Document{
-		Workers: []WorkerSpec{
+		Engines: []EngineSpec{
 			{ID: "P1", URL: "http://p1:30000", Models: []string{"m"}, Role: RolePrefill, BootstrapPort: 8998},
 			{ID: "D1", URL: "https://d1:30000", Models: []string{"m"}, Role: RoleDecode},
 			{ID: "A1", URL: "http://a1", Models: []string{"other"}, Role: RolePlain, Labels: map[string]string{"zone": "a"}},
@@ -30,11 +30,11 @@ func validDoc() *Document {
 			{
 				ID: "short", Rank: 1, Limits: Limits{Min: 0, Max: ptr[int64](4096)}, MaxContextTokens: ptr[int64](8192),
 				Groups: GroupsSpec{PD: &PDSpec{
-					Prefill: &GroupSpec{WorkerIDs: ids("P1"), Policy: &PolicySpec{Type: PolicyCacheAware}},
-					Decode:  &GroupSpec{WorkerIDs: ids("D1"), Policy: &PolicySpec{Type: PolicyPowerOfTwo}},
+					Prefill: &GroupSpec{EngineIDs: ids("P1"), Policy: &PolicySpec{Type: PolicyCacheAware}},
+					Decode:  &GroupSpec{EngineIDs: ids("D1"), Policy: &PolicySpec{Type: PolicyPowerOfTwo}},
 				}},
 			},
-			{ID: "plain", Groups: GroupsSpec{Plain: &GroupSpec{WorkerIDs: ids("A1")}}},
+			{ID: "plain", Groups: GroupsSpec{Plain: &GroupSpec{EngineIDs: ids("A1")}}},
 		},
 	}
 }
@@ -48,14 +48,14 @@ func TestValidate(t *testing.T) {
 		{name: "valid", mutate: func(*Document) {}},
 		{name: "zero document", mutate: func(d *Document) { *d = Document{} }},
 		{name: "no workers list skips membership check", mutate: func(d *Document) {
-			d.Workers = nil
-			d.Buckets[0].Groups.PD.Prefill.WorkerIDs = ids("anything")
+			d.Engines = nil
+			d.Buckets[0].Groups.PD.Prefill.EngineIDs = ids("anything")
 		}},
-		{name: "explicit empty worker_ids", mutate: func(d *Document) { d.Buckets[1].Groups.Plain.WorkerIDs = ids() }},
+		{name: "explicit empty worker_ids", mutate: func(d *Document) { d.Buckets[1].Groups.Plain.EngineIDs = ids() }},
 		{name: "empty buckets list", mutate: func(d *Document) { d.Buckets = []BucketSpec{} }, want: []Problem{
 			{"buckets", "empty list; omit the key for the default plain and pd buckets"},
 		}},
-		{name: "empty workers list", mutate: func(d *Document) { d.Workers = []WorkerSpec{}; d.Buckets = nil }, want: []Problem{
+		{name: "empty workers list", mutate: func(d *Document) { d.Engines = []EngineSpec{}; d.Buckets = nil }, want: []Problem{
 			{"workers", "empty list; omit the key to check worker ids against the live registry instead"},
 		}},
 		{name: "bucket ids", mutate: func(d *Document) {
@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "worker ids follow the bucket id rules", mutate: func(d *Document) {
 			for _, id := range []string{"../../x", "a\nb", "has space", strings.Repeat("w", 129), "ok.id_-9"} {
-				d.Workers = append(d.Workers, WorkerSpec{ID: id, URL: "http://x", Models: []string{"other"}, Role: RolePlain})
+				d.Engines = append(d.Engines, EngineSpec{ID: id, URL: "http://x", Models: []string{"other"}, Role: RolePlain})
 			}
 		}, want: []Problem{
 			{"workers[3].id", "must use only letters, digits, '.', '_' and '-'"},
@@ -119,8 +119,8 @@ func TestValidate(t *testing.T) {
 			{"buckets[0].groups.pd.decode", "required; a pd bucket needs both prefill and decode groups"},
 		}},
 		{name: "worker ids in groups", mutate: func(d *Document) {
-			d.Buckets[0].Groups.PD.Prefill.WorkerIDs = ids("P1", "", "P1", "D1", "nope")
-			d.Buckets[1].Groups.Plain.WorkerIDs = ids("P1")
+			d.Buckets[0].Groups.PD.Prefill.EngineIDs = ids("P1", "", "P1", "D1", "nope")
+			d.Buckets[1].Groups.Plain.EngineIDs = ids("P1")
 		}, want: []Problem{
 			{"buckets[0].groups.pd.prefill.worker_ids[1]", "worker id must not be empty"},
 			{"buckets[0].groups.pd.prefill.worker_ids[2]", `duplicate worker id "P1" (also at index 0); list it once`},
@@ -130,7 +130,7 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "workers", mutate: func(d *Document) {
 			d.Buckets = nil
-			d.Workers = []WorkerSpec{
+			d.Engines = []EngineSpec{
 				{ID: "", URL: "", Role: ""},
 				{ID: "x", URL: "10.0.0.1:3000", Models: []string{"m", "m", ""}, Role: "leader", BootstrapPort: 1},
 				{ID: "x", URL: "ftp://h", Models: []string{"m"}, Role: RoleDecode, BootstrapPort: 9},
@@ -154,7 +154,7 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "worker endpoints", mutate: func(d *Document) {
 			d.Buckets = nil
-			d.Workers = []WorkerSpec{
+			d.Engines = []EngineSpec{
 				{ID: "a", URL: "http://a", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "bind:tcp://127.0.0.1:5600",
 					KVReplayEndpoint: "tcp://a:5558", MetricsURL: "http://a:8000/metrics", DPSize: 4, LoRAAdapters: []string{"sql"}},
 				{ID: "b", URL: "http://b", Models: []string{"m"}, Role: RolePlain, KVEventsEndpoint: "http://b:5557",
@@ -171,9 +171,9 @@ func TestValidate(t *testing.T) {
 			{"workers[2].kv_events_endpoint", `"tcp://c:0": port must be a number between 1 and 65535 (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)`},
 		}},
 		{name: "model mixes plain and pd engines", mutate: func(d *Document) {
-			d.Workers = append(d.Workers,
-				WorkerSpec{ID: "A2", URL: "http://a2", Models: []string{"m"}, Role: RolePlain},
-				WorkerSpec{ID: "A3", URL: "http://a3", Models: []string{"m"}, Role: RolePlain})
+			d.Engines = append(d.Engines,
+				EngineSpec{ID: "A2", URL: "http://a2", Models: []string{"m"}, Role: RolePlain},
+				EngineSpec{ID: "A3", URL: "http://a3", Models: []string{"m"}, Role: RolePlain})
 		}, want: []Problem{
 			{"workers[3].role", `model "m" already has prefill/decode engines (workers[0]); a model's engines must be all plain or all prefill/decode`},
 		}},

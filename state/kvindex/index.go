@@ -532,7 +532,7 @@ func (ix *Index) clearHolder(hi uint16) {
 	hs.lookahead = false
 }
 
-// RemoveEngine drops every rank of engine e, as worker removal requires,
+// RemoveEngine drops every rank of engine e, as engine removal requires,
 // and forgets the holders.
 func (ix *Index) RemoveEngine(e slots.Slot) {
 	ix.mu.Lock()

@@ -128,16 +128,16 @@ buckets:
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var buckets, groups, workers int
+	var buckets, groups, engines int
 	var admission, policy string
 	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM buckets), (SELECT count(*) FROM engine_groups), (SELECT count(*) FROM workers),
 		(SELECT admission::text FROM engine_groups WHERE stage = 'prefill'), (SELECT policy::text FROM engine_groups WHERE stage = 'prefill')`).
-		Scan(&buckets, &groups, &workers, &admission, &policy); err != nil {
+		Scan(&buckets, &groups, &engines, &admission, &policy); err != nil {
 		t.Fatal(err)
 	}
-	if buckets != 1 || groups != 2 || workers != 2 || !strings.Contains(admission, `"max_running_requests": 64`) || strings.Contains(policy, "admission") {
+	if buckets != 1 || groups != 2 || engines != 2 || !strings.Contains(admission, `"max_running_requests": 64`) || strings.Contains(policy, "admission") {
 		t.Errorf("tables: %d buckets, %d groups, %d workers, prefill admission %s policy %s; want 1, 2, 2 with admission split from policy",
-			buckets, groups, workers, admission, policy)
+			buckets, groups, engines, admission, policy)
 	}
 	if _, err := conn.Exec(ctx, `DELETE FROM config_versions`); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Errorf("DELETE FROM config_versions = %v, want the append-only trigger to refuse", err)

@@ -15,7 +15,7 @@ func queueTables(b *pgx.Batch, doc *config.Document) error {
 	b.Queue(`DELETE FROM buckets`)
 	b.Queue(`DELETE FROM workers`)
 	b.Queue(`DELETE FROM config_settings`)
-	for i, w := range doc.Workers {
+	for i, w := range doc.Engines {
 		models, err := json.Marshal(w.Models)
 		if err != nil {
 			return err
@@ -58,8 +58,8 @@ func queueTables(b *pgx.Batch, doc *config.Document) error {
 				continue
 			}
 			var ids, policy, admission []byte
-			if g.WorkerIDs != nil {
-				if ids, err = json.Marshal(*g.WorkerIDs); err != nil {
+			if g.EngineIDs != nil {
+				if ids, err = json.Marshal(*g.EngineIDs); err != nil {
 					return err
 				}
 			}
@@ -88,7 +88,7 @@ func queueTables(b *pgx.Batch, doc *config.Document) error {
 		return err
 	}
 	b.Queue(`INSERT INTO config_settings (singleton, workers_declared, default_policy, models) VALUES (true, $1, $2, $3)`,
-		doc.Workers != nil, defaults, models)
+		doc.Engines != nil, defaults, models)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-// Package registry holds the set of inference engines (workers) the router
+// Package registry holds the set of inference engines (the configuration's `workers`) the router
 // may pick, their roles and health, and serves immutable snapshots of it.
 //
 // Writers (configuration loads, admin calls, health probes) are serialised
@@ -16,19 +16,19 @@ import (
 	"github.com/sluicehq/sluice/state/slots"
 )
 
-// Registry is the worker registry. It is safe for concurrent use.
+// Registry is the engine registry. It is safe for concurrent use.
 type Registry struct {
 	slots *slots.Table
 	now   func() time.Time
 
 	mu    sync.Mutex // serialises writers and guards hooks and initial
-	hooks []func(w *Worker)
+	hooks []func(w *Engine)
 	snap  atomic.Pointer[Snapshot]
-	// initial is the health of a worker the registry has not seen at its url; nil is healthy.
+	// initial is the health of an engine the registry has not seen at its url; nil is healthy.
 	initial *Health
 }
 
-// New returns an empty registry whose workers get their slots from t.
+// New returns an empty registry whose engines get their slots from t.
 func New(t *slots.Table) *Registry {
 	r := &Registry{slots: t, now: time.Now}
 	r.snap.Store(emptySnapshot)
@@ -39,29 +39,29 @@ func New(t *slots.Table) *Registry {
 // and does not allocate.
 func (r *Registry) Snapshot() *Snapshot { return r.snap.Load() }
 
-// OnRemove registers fn to run after a worker leaves the registry, through
+// OnRemove registers fn to run after an engine leaves the registry, through
 // Remove or by being absent from a Replace. fn receives the departed
 // registration. Hooks run synchronously, in registration order, while the
 // registry's write lock is held, after the new snapshot is published; they
 // must therefore be quick and must not call the Registry's write methods
 // (reading Snapshot is fine). Register hooks before the registry is used;
 // this is not a hot path.
-func (r *Registry) OnRemove(fn func(w *Worker)) {
+func (r *Registry) OnRemove(fn func(w *Engine)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hooks = append(r.hooks, fn)
 }
 
-// SetInitialHealth sets the health a worker starts with when it is new (or its url changed);
+// SetInitialHealth sets the health an engine starts with when it is new (or its url changed);
 // the default is healthy. Active health checking uses it so a newly registered engine is no
-// candidate until its first successful probe. Since is set when the worker is added.
+// candidate until its first successful probe. Since is set when the engine is added.
 func (r *Registry) SetInitialHealth(h Health) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.initial = &h
 }
 
-// fresh is the health of a new worker; called with r.mu held.
+// fresh is the health of a new engine; called with r.mu held.
 func (r *Registry) fresh() Health {
 	h := Health{Healthy: true}
 	if r.initial != nil {
@@ -71,19 +71,19 @@ func (r *Registry) fresh() Health {
 	return h
 }
 
-// Replace makes workers the whole registered set, as a configuration load
-// does. It validates the whole set first and changes nothing if any worker is
+// Replace makes engines the whole registered set, as a configuration load
+// does. It validates the whole set first and changes nothing if any engine is
 // invalid, returning every problem found (errors.Join of *ValidationError,
-// matching ErrInvalid). Workers whose id and url are unchanged keep their
-// health; other workers start healthy (or as SetInitialHealth says). OnRemove hooks run for every
-// previously registered id absent from workers. The version increases even
+// matching ErrInvalid). Engines whose id and url are unchanged keep their
+// health; other engines start healthy (or as SetInitialHealth says). OnRemove hooks run for every
+// previously registered id absent from engines. The version increases even
 // if the new set equals the old one.
-func (r *Registry) Replace(workers []Worker) error {
-	next := make([]*Worker, len(workers))
-	for i := range workers {
-		next[i] = &workers[i]
+func (r *Registry) Replace(engines []Engine) error {
+	next := make([]*Engine, len(engines))
+	for i := range engines {
+		next[i] = &engines[i]
 	}
-	slices.SortStableFunc(next, func(a, b *Worker) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(next, func(a, b *Engine) int { return cmp.Compare(a.ID, b.ID) })
 	if err := validateSet(next); err != nil {
 		return err
 	}
@@ -96,13 +96,13 @@ func (r *Registry) Replace(workers []Worker) error {
 	for i, w := range next {
 		next[i] = w.clone(r.slots.Intern(w.ID))
 		health[i] = fresh
-		if j, ok := cur.byID[w.ID]; ok && cur.workers[j].URL == w.URL {
+		if j, ok := cur.byID[w.ID]; ok && cur.engines[j].URL == w.URL {
 			health[i] = cur.health[j]
 		}
 	}
 	s := buildSnapshot(cur.version+1, next, health)
 	r.snap.Store(s)
-	for _, old := range cur.workers {
+	for _, old := range cur.engines {
 		if _, ok := s.byID[old.ID]; !ok {
 			r.runHooks(old)
 		}
@@ -114,35 +114,35 @@ func (r *Registry) Replace(workers []Worker) error {
 // w against the rest of the registered set (for example, a model may not mix
 // plain and prefill/decode engines) and changes nothing on error. A
 // replacement keeps its health when its url is unchanged; otherwise the
-// worker starts healthy (or as SetInitialHealth says).
-func (r *Registry) Upsert(w Worker) error {
+// engine starts healthy (or as SetInitialHealth says).
+func (r *Registry) Upsert(w Engine) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.snap.Load()
 	i, exists := cur.byID[w.ID]
-	next := make([]*Worker, 0, len(cur.workers)+1)
-	health := make([]Health, 0, len(cur.workers)+1)
+	next := make([]*Engine, 0, len(cur.engines)+1)
+	health := make([]Health, 0, len(cur.engines)+1)
 	if exists {
-		next = append(next, cur.workers...)
+		next = append(next, cur.engines...)
 		health = append(health, cur.health...)
 		next[i] = &w
 	} else {
-		i, _ = slices.BinarySearchFunc(cur.workers, w.ID, func(x *Worker, id string) int { return cmp.Compare(x.ID, id) })
-		next = append(append(append(next, cur.workers[:i]...), &w), cur.workers[i:]...)
+		i, _ = slices.BinarySearchFunc(cur.engines, w.ID, func(x *Engine, id string) int { return cmp.Compare(x.ID, id) })
+		next = append(append(append(next, cur.engines[:i]...), &w), cur.engines[i:]...)
 		health = append(append(append(health, cur.health[:i]...), Health{}), cur.health[i:]...)
 	}
 	if err := validateSet(next); err != nil {
 		return err
 	}
 	next[i] = w.clone(r.slots.Intern(w.ID))
-	if !exists || cur.workers[i].URL != w.URL {
+	if !exists || cur.engines[i].URL != w.URL {
 		health[i] = r.fresh()
 	}
 	r.snap.Store(buildSnapshot(cur.version+1, next, health))
 	return nil
 }
 
-// Remove unregisters the worker with the given id and runs the OnRemove
+// Remove unregisters the engine with the given id and runs the OnRemove
 // hooks. It reports false, changing nothing, if id is not registered.
 func (r *Registry) Remove(id string) bool {
 	r.mu.Lock()
@@ -152,15 +152,15 @@ func (r *Registry) Remove(id string) bool {
 	if !ok {
 		return false
 	}
-	old := cur.workers[i]
+	old := cur.engines[i]
 	r.snap.Store(buildSnapshot(cur.version+1,
-		slices.Delete(slices.Clone(cur.workers), i, i+1),
+		slices.Delete(slices.Clone(cur.engines), i, i+1),
 		slices.Delete(slices.Clone(cur.health), i, i+1)))
 	r.runHooks(old)
 	return true
 }
 
-// SetHealth records the health of the worker with the given id and reports
+// SetHealth records the health of the engine with the given id and reports
 // false if id is not registered. When Healthy changes, the stored Health is
 // h (Since defaults to now when zero), candidate lists are rebuilt and the
 // version increases. When Healthy is unchanged, only a changed Reason is
@@ -189,7 +189,7 @@ func (r *Registry) SetHealth(id string, h Health) bool {
 }
 
 // runHooks calls every OnRemove hook with w. r.mu must be held.
-func (r *Registry) runHooks(w *Worker) {
+func (r *Registry) runHooks(w *Engine) {
 	for _, fn := range r.hooks {
 		fn(w)
 	}

@@ -15,19 +15,19 @@ import (
 	"github.com/sluicehq/sluice/state/slots"
 )
 
-func plain(id string, models ...string) Worker {
-	return Worker{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RolePlain}
+func plain(id string, models ...string) Engine {
+	return Engine{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RolePlain}
 }
 
-func prefill(id string, port uint32, models ...string) Worker {
-	return Worker{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RolePrefill, BootstrapPort: port}
+func prefill(id string, port uint32, models ...string) Engine {
+	return Engine{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RolePrefill, BootstrapPort: port}
 }
 
-func decode(id string, models ...string) Worker {
-	return Worker{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RoleDecode}
+func decode(id string, models ...string) Engine {
+	return Engine{ID: id, URL: "http://" + id + ":8000", Models: models, Role: RoleDecode}
 }
 
-func ids(ws []*Worker) []string {
+func ids(ws []*Engine) []string {
 	if ws == nil {
 		return nil
 	}
@@ -82,46 +82,46 @@ func TestParseRole(t *testing.T) {
 func TestReplaceValidation(t *testing.T) {
 	tests := []struct {
 		name    string
-		workers []Worker
+		engines []Engine
 		want    []string // error messages, in order
 	}{
-		{name: "valid plain", workers: []Worker{plain("a", "m")}},
-		{name: "valid pd", workers: []Worker{prefill("p1", 8998, "m"), decode("d1", "m")}},
-		{name: "valid https and port 0 prefill", workers: []Worker{{ID: "p", URL: "https://h", Models: []string{"m"}, Role: RolePrefill}}},
-		{name: "empty set", workers: nil},
+		{name: "valid plain", engines: []Engine{plain("a", "m")}},
+		{name: "valid pd", engines: []Engine{prefill("p1", 8998, "m"), decode("d1", "m")}},
+		{name: "valid https and port 0 prefill", engines: []Engine{{ID: "p", URL: "https://h", Models: []string{"m"}, Role: RolePrefill}}},
+		{name: "empty set", engines: nil},
 		{
 			name:    "empty id",
-			workers: []Worker{{URL: "http://h", Models: []string{"m"}, Role: RolePlain}},
+			engines: []Engine{{URL: "http://h", Models: []string{"m"}, Role: RolePlain}},
 			want:    []string{`worker "": id: must be non-empty; give every worker a stable unique id`},
 		},
 		{
 			name:    "duplicate id",
-			workers: []Worker{plain("a", "m"), plain("a", "m")},
+			engines: []Engine{plain("a", "m"), plain("a", "m")},
 			want:    []string{`worker "a": id: duplicate; worker ids must be unique`},
 		},
 		{
 			name:    "relative url",
-			workers: []Worker{{ID: "p1", URL: "x", Models: []string{"m"}, Role: RolePlain}},
+			engines: []Engine{{ID: "p1", URL: "x", Models: []string{"m"}, Role: RolePlain}},
 			want:    []string{`worker "p1": url "x": must be an absolute http(s) URL`},
 		},
 		{
 			name:    "grpc scheme",
-			workers: []Worker{{ID: "p1", URL: "grpc://h:1", Models: []string{"m"}, Role: RolePlain}},
+			engines: []Engine{{ID: "p1", URL: "grpc://h:1", Models: []string{"m"}, Role: RolePlain}},
 			want:    []string{`worker "p1": url "grpc://h:1": must be an absolute http(s) URL`},
 		},
 		{
 			name:    "no host",
-			workers: []Worker{{ID: "p1", URL: "http:///path", Models: []string{"m"}, Role: RolePlain}},
+			engines: []Engine{{ID: "p1", URL: "http:///path", Models: []string{"m"}, Role: RolePlain}},
 			want:    []string{`worker "p1": url "http:///path": must be an absolute http(s) URL`},
 		},
 		{
 			name:    "no models",
-			workers: []Worker{{ID: "a", URL: "http://h", Role: RolePlain}},
+			engines: []Engine{{ID: "a", URL: "http://h", Role: RolePlain}},
 			want:    []string{`worker "a": models: must list at least one model id`},
 		},
 		{
 			name:    "empty and repeated model",
-			workers: []Worker{{ID: "a", URL: "http://h", Models: []string{"m", "", "m"}, Role: RolePlain}},
+			engines: []Engine{{ID: "a", URL: "http://h", Models: []string{"m", "", "m"}, Role: RolePlain}},
 			want: []string{
 				`worker "a": models[1]: must be a non-empty model id`,
 				`worker "a": models[2] "m": listed twice; list each model once`,
@@ -129,32 +129,32 @@ func TestReplaceValidation(t *testing.T) {
 		},
 		{
 			name:    "unspecified role",
-			workers: []Worker{{ID: "a", URL: "http://h", Models: []string{"m"}}},
+			engines: []Engine{{ID: "a", URL: "http://h", Models: []string{"m"}}},
 			want:    []string{`worker "a": role: must be one of plain, prefill, decode`},
 		},
 		{
 			name:    "bootstrap port on decode",
-			workers: []Worker{{ID: "d1", URL: "http://h", Models: []string{"m"}, Role: RoleDecode, BootstrapPort: 8998}},
+			engines: []Engine{{ID: "d1", URL: "http://h", Models: []string{"m"}, Role: RoleDecode, BootstrapPort: 8998}},
 			want:    []string{`worker "d1": bootstrap_port 8998: only prefill engines take a bootstrap port; remove it or set role prefill (role is decode)`},
 		},
 		{
 			name:    "bootstrap port on plain",
-			workers: []Worker{{ID: "a1", URL: "http://h", Models: []string{"m"}, Role: RolePlain, BootstrapPort: 1}},
+			engines: []Engine{{ID: "a1", URL: "http://h", Models: []string{"m"}, Role: RolePlain, BootstrapPort: 1}},
 			want:    []string{`worker "a1": bootstrap_port 1: only prefill engines take a bootstrap port; remove it or set role prefill (role is plain)`},
 		},
 		{
 			name:    "bootstrap port out of range",
-			workers: []Worker{prefill("p1", 65536, "m")},
+			engines: []Engine{prefill("p1", 65536, "m")},
 			want:    []string{`worker "p1": bootstrap_port 65536: must be at most 65535`},
 		},
 		{
 			name:    "mixing plain and pd in one model",
-			workers: []Worker{prefill("p1", 0, "m"), plain("a1", "m"), plain("a2", "m"), decode("x1", "m")},
+			engines: []Engine{prefill("p1", 0, "m"), plain("a1", "m"), plain("a2", "m"), decode("x1", "m")},
 			want:    []string{`model "m": engines p1 (prefill) and a1 (plain) mix plain and prefill/decode serving; use separate models`},
 		},
 		{
 			name:    "mixing decode and plain",
-			workers: []Worker{decode("d1", "x", "m"), plain("a1", "m", "x")},
+			engines: []Engine{decode("d1", "x", "m"), plain("a1", "m", "x")},
 			want: []string{
 				`model "m": engines d1 (decode) and a1 (plain) mix plain and prefill/decode serving; use separate models`,
 				`model "x": engines d1 (decode) and a1 (plain) mix plain and prefill/decode serving; use separate models`,
@@ -162,11 +162,11 @@ func TestReplaceValidation(t *testing.T) {
 		},
 		{
 			name:    "plain and pd on different models",
-			workers: []Worker{prefill("p1", 0, "pd"), decode("d1", "pd"), plain("a1", "m")},
+			engines: []Engine{prefill("p1", 0, "pd"), decode("d1", "pd"), plain("a1", "m")},
 		},
 		{
 			name:    "all problems reported at once",
-			workers: []Worker{{ID: "b", URL: "ftp://h", Role: RoleDecode, BootstrapPort: 5}},
+			engines: []Engine{{ID: "b", URL: "ftp://h", Role: RoleDecode, BootstrapPort: 5}},
 			want: []string{
 				`worker "b": url "ftp://h": must be an absolute http(s) URL`,
 				`worker "b": models: must list at least one model id`,
@@ -177,10 +177,10 @@ func TestReplaceValidation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRegistry(t)
-			if err := r.Replace([]Worker{plain("keep", "other")}); err != nil {
+			if err := r.Replace([]Engine{plain("keep", "other")}); err != nil {
 				t.Fatalf("Replace(seed) = %v", err)
 			}
-			err := r.Replace(tc.workers)
+			err := r.Replace(tc.engines)
 			var got []string
 			if err != nil {
 				if !errors.Is(err, ErrInvalid) {
@@ -198,12 +198,12 @@ func TestReplaceValidation(t *testing.T) {
 			wantIDs := []string{"keep"}
 			if len(tc.want) == 0 {
 				wantIDs = nil
-				for _, w := range tc.workers {
+				for _, w := range tc.engines {
 					wantIDs = append(wantIDs, w.ID)
 				}
 				wantIDs = sortedCopy(wantIDs)
 			}
-			if diff := cmp.Diff(wantIDs, ids(r.Snapshot().Workers()), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(wantIDs, ids(r.Snapshot().Engines()), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("workers after Replace mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -219,12 +219,12 @@ func sortedCopy(s []string) []string {
 func TestUpsertValidation(t *testing.T) {
 	tests := []struct {
 		name    string
-		upsert  Worker
+		upsert  Engine
 		wantErr string
 	}{
 		{name: "new valid worker", upsert: plain("a2", "m")},
 		{name: "replace existing", upsert: plain("a1", "m", "n")},
-		{name: "invalid fields", upsert: Worker{ID: "x", URL: "/rel", Models: []string{"z"}, Role: RolePlain},
+		{name: "invalid fields", upsert: Engine{ID: "x", URL: "/rel", Models: []string{"z"}, Role: RolePlain},
 			wantErr: `worker "x": url "/rel": must be an absolute http(s) URL`},
 		{name: "mixes with registered plain", upsert: prefill("p9", 1, "m"),
 			wantErr: `model "m": engines p9 (prefill) and a1 (plain) mix plain and prefill/decode serving; use separate models`},
@@ -233,7 +233,7 @@ func TestUpsertValidation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRegistry(t)
-			if err := r.Replace([]Worker{plain("a1", "m")}); err != nil {
+			if err := r.Replace([]Engine{plain("a1", "m")}); err != nil {
 				t.Fatal(err)
 			}
 			before := r.Snapshot()
@@ -268,7 +268,7 @@ func TestUpsertValidation(t *testing.T) {
 
 func TestSnapshotQueries(t *testing.T) {
 	r := newTestRegistry(t)
-	err := r.Replace([]Worker{
+	err := r.Replace([]Engine{
 		plain("c", "m1"), plain("a", "m1", "m2"), plain("b", "m2"),
 		prefill("p2", 9000, "pd"), prefill("p1", 9001, "pd"), decode("d1", "pd"), decode("d2", "pd"),
 	})
@@ -313,7 +313,7 @@ func TestSnapshotQueries(t *testing.T) {
 	if diff := cmp.Diff([]string{"m1", "m2", "pd"}, s.Models()); diff != "" {
 		t.Errorf("Models() mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"a", "b", "c", "d1", "d2", "p1", "p2"}, ids(s.Workers())); diff != "" {
+	if diff := cmp.Diff([]string{"a", "b", "c", "d1", "d2", "p1", "p2"}, ids(s.Engines())); diff != "" {
 		t.Errorf("Workers() mismatch (-want +got):\n%s", diff)
 	}
 	if h, ok := s.Health("c"); !ok || h.Healthy || h.Reason != "probe failed" || !h.Since.Equal(fixedNow) {
@@ -355,7 +355,7 @@ func TestHealthAndVersion(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRegistry(t)
-			if err := r.Replace([]Worker{plain("a", "m")}); err != nil {
+			if err := r.Replace([]Engine{plain("a", "m")}); err != nil {
 				t.Fatal(err)
 			}
 			before := r.Snapshot()
@@ -382,7 +382,7 @@ func TestHealthAndVersion(t *testing.T) {
 
 func TestReplaceKeepsHealthAndIdentity(t *testing.T) {
 	r := newTestRegistry(t)
-	if err := r.Replace([]Worker{plain("a", "m"), plain("b", "m"), plain("c", "m")}); err != nil {
+	if err := r.Replace([]Engine{plain("a", "m"), plain("b", "m"), plain("c", "m")}); err != nil {
 		t.Fatal(err)
 	}
 	down := Health{Healthy: false, Reason: "down", Since: fixedNow.Add(-time.Minute)}
@@ -391,11 +391,11 @@ func TestReplaceKeepsHealthAndIdentity(t *testing.T) {
 	}
 	old := r.Snapshot()
 	var removed []string
-	r.OnRemove(func(w *Worker) { removed = append(removed, w.ID) })
+	r.OnRemove(func(w *Engine) { removed = append(removed, w.ID) })
 
 	moved := plain("b", "m")
 	moved.URL = "http://elsewhere:1"
-	if err := r.Replace([]Worker{plain("a", "m", "n"), moved, plain("d", "m")}); err != nil {
+	if err := r.Replace([]Engine{plain("a", "m", "n"), moved, plain("d", "m")}); err != nil {
 		t.Fatal(err)
 	}
 	s := r.Snapshot()
@@ -452,8 +452,8 @@ func TestRemove(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRegistry(t)
 			var removed []string
-			r.OnRemove(func(w *Worker) { removed = append(removed, w.ID) })
-			if err := r.Replace([]Worker{plain("a", "m"), plain("b", "m"), plain("c", "m")}); err != nil {
+			r.OnRemove(func(w *Engine) { removed = append(removed, w.ID) })
+			if err := r.Replace([]Engine{plain("a", "m"), plain("b", "m"), plain("c", "m")}); err != nil {
 				t.Fatal(err)
 			}
 			v := r.Snapshot().Version()
@@ -461,7 +461,7 @@ func TestRemove(t *testing.T) {
 				t.Fatalf("Remove(%q) = %v, want %v", tc.id, got, tc.want)
 			}
 			s := r.Snapshot()
-			if diff := cmp.Diff(tc.wantIDs, ids(s.Workers())); diff != "" {
+			if diff := cmp.Diff(tc.wantIDs, ids(s.Engines())); diff != "" {
 				t.Errorf("Workers() mismatch (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantIDs, ids(s.Candidates("m", RolePlain))); diff != "" {
@@ -481,7 +481,7 @@ func TestRemove(t *testing.T) {
 	}
 }
 
-func TestWorkerIsolatedFromCaller(t *testing.T) {
+func TestEngineIsolatedFromCaller(t *testing.T) {
 	r := newTestRegistry(t)
 	w := plain("a", "m")
 	w.Labels = map[string]string{"zone": "x"}
@@ -503,7 +503,7 @@ func TestWorkerIsolatedFromCaller(t *testing.T) {
 func TestEmptyRegistry(t *testing.T) {
 	r := New(slots.NewTable())
 	s := r.Snapshot()
-	if s == nil || s.Version() != 0 || len(s.Workers()) != 0 || s.Models() != nil || s.Candidates("m", RolePlain) != nil {
+	if s == nil || s.Version() != 0 || len(s.Engines()) != 0 || s.Models() != nil || s.Candidates("m", RolePlain) != nil {
 		t.Fatalf("empty registry snapshot = %+v", s)
 	}
 }
@@ -550,7 +550,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 
 func benchRegistry(b *testing.B) *Registry {
 	r := New(slots.NewTable())
-	ws := make([]Worker, 64)
+	ws := make([]Engine, 64)
 	for i := range ws {
 		ws[i] = plain(fmt.Sprintf("engine-%02d", i), "m", "n")
 	}
@@ -604,7 +604,7 @@ func BenchmarkHealth(b *testing.B) {
 
 func TestDrainedIsNotACandidate(t *testing.T) {
 	r := New(slots.NewTable())
-	err := r.Replace([]Worker{
+	err := r.Replace([]Engine{
 		{ID: "a", URL: "http://a.test", Models: []string{"m"}, Role: RolePlain},
 		{ID: "b", URL: "http://b.test", Models: []string{"m"}, Role: RolePlain, Labels: map[string]string{DrainedLabel: "true"}},
 	})

@@ -9,7 +9,7 @@ import (
 // stage of prefill/decode disaggregation.
 type Role uint8
 
-// Roles. RoleUnspecified is the zero value and is never valid on a Worker.
+// Roles. RoleUnspecified is the zero value and is never valid on an Engine.
 const (
 	RoleUnspecified Role = iota
 	RolePlain

@@ -4,13 +4,13 @@ import (
 	"slices"
 )
 
-// Snapshot is an immutable view of the registry: workers, their health and the
+// Snapshot is an immutable view of the registry: engines, their health and the
 // per-(model, role) candidate lists derived from them. All read methods are
 // lock-free and allocation-free; slices returned by a Snapshot are shared and
 // must not be modified.
 type Snapshot struct {
 	version uint64
-	workers []*Worker      // sorted by ID
+	engines []*Engine      // sorted by ID
 	health  []Health       // parallel to workers
 	byID    map[string]int // ID -> index in workers
 	models  []string       // sorted union of worker models
@@ -23,24 +23,24 @@ type modelIndex struct {
 }
 
 type roleIndex struct {
-	healthy   []*Worker // sorted by ID; nil if none
+	healthy   []*Engine // sorted by ID; nil if none
 	unhealthy int
 }
 
 // emptySnapshot is the registry's state before its first change.
 var emptySnapshot = &Snapshot{}
 
-// buildSnapshot derives a snapshot from workers (sorted by ID) and their
-// health (parallel to workers). It takes ownership of both slices.
-func buildSnapshot(version uint64, workers []*Worker, health []Health) *Snapshot {
+// buildSnapshot derives a snapshot from engines (sorted by ID) and their
+// health (parallel to engines). It takes ownership of both slices.
+func buildSnapshot(version uint64, engines []*Engine, health []Health) *Snapshot {
 	s := &Snapshot{
 		version: version,
-		workers: workers,
+		engines: engines,
 		health:  health,
-		byID:    make(map[string]int, len(workers)),
+		byID:    make(map[string]int, len(engines)),
 		byModel: map[string]*modelIndex{},
 	}
-	for i, w := range workers {
+	for i, w := range engines {
 		s.byID[w.ID] = i
 		for _, m := range w.Models {
 			mi := s.byModel[m]
@@ -71,14 +71,14 @@ func buildSnapshot(version uint64, workers []*Worker, health []Health) *Snapshot
 	return s
 }
 
-// withHealth returns a copy of s sharing everything but the health of worker
+// withHealth returns a copy of s sharing everything but the health of engine
 // i, with the given version. Candidate lists are rebuilt only when the
 // Healthy bit changed.
 func (s *Snapshot) withHealth(version uint64, i int, h Health) *Snapshot {
 	health := slices.Clone(s.health)
 	health[i] = h
 	if s.health[i].Healthy != h.Healthy {
-		return buildSnapshot(version, s.workers, health)
+		return buildSnapshot(version, s.engines, health)
 	}
 	c := *s
 	c.version = version
@@ -87,27 +87,27 @@ func (s *Snapshot) withHealth(version uint64, i int, h Health) *Snapshot {
 }
 
 // Version returns the snapshot's version. It increases with every change of
-// membership, worker fields or health (a change of Reason alone, without a
+// membership, engine fields or health (a change of Reason alone, without a
 // change of Healthy, keeps the version). The empty registry has version 0.
 func (s *Snapshot) Version() uint64 { return s.version }
 
-// Len returns the number of registered workers.
-func (s *Snapshot) Len() int { return len(s.workers) }
+// Len returns the number of registered engines.
+func (s *Snapshot) Len() int { return len(s.engines) }
 
-// Workers returns every registered worker, healthy or not, sorted by ID.
+// Engines returns every registered engine, healthy or not, sorted by ID.
 // The slice is shared; callers must not modify it.
-func (s *Snapshot) Workers() []*Worker { return s.workers }
+func (s *Snapshot) Engines() []*Engine { return s.engines }
 
-// Get returns the current registration of the worker with the given id.
-func (s *Snapshot) Get(id string) (*Worker, bool) {
+// Get returns the current registration of the engine with the given id.
+func (s *Snapshot) Get(id string) (*Engine, bool) {
 	i, ok := s.byID[id]
 	if !ok {
 		return nil, false
 	}
-	return s.workers[i], true
+	return s.engines[i], true
 }
 
-// Health returns the health of the worker with the given id.
+// Health returns the health of the engine with the given id.
 func (s *Snapshot) Health(id string) (Health, bool) {
 	i, ok := s.byID[id]
 	if !ok {
@@ -116,11 +116,11 @@ func (s *Snapshot) Health(id string) (Health, bool) {
 	return s.health[i], true
 }
 
-// Candidates returns the healthy workers that serve model with the given
+// Candidates returns the healthy engines that serve model with the given
 // role, sorted by ID, or nil if there are none. The lists are precomputed
 // when the snapshot is built, so this is a map lookup; the slice is shared
 // and must not be modified.
-func (s *Snapshot) Candidates(model string, role Role) []*Worker {
+func (s *Snapshot) Candidates(model string, role Role) []*Engine {
 	mi := s.byModel[model]
 	if mi == nil || int(role) >= numRoles {
 		return nil
@@ -128,7 +128,7 @@ func (s *Snapshot) Candidates(model string, role Role) []*Worker {
 	return mi.roles[role].healthy
 }
 
-// UnhealthyCount returns how many unhealthy workers serve model with the
+// UnhealthyCount returns how many unhealthy engines serve model with the
 // given role, so callers can tell "no healthy engines" from "no engines".
 func (s *Snapshot) UnhealthyCount(model string, role Role) int {
 	mi := s.byModel[model]
@@ -138,6 +138,6 @@ func (s *Snapshot) UnhealthyCount(model string, role Role) int {
 	return mi.roles[role].unhealthy
 }
 
-// Models returns the sorted union of every registered worker's models,
+// Models returns the sorted union of every registered engine's models,
 // healthy or not. The slice is shared; callers must not modify it.
 func (s *Snapshot) Models() []string { return s.models }

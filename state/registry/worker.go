@@ -11,11 +11,11 @@ import (
 	"github.com/sluicehq/sluice/state/slots"
 )
 
-// Worker is one inference engine. A *Worker held by the registry is immutable;
-// every Upsert or Replace allocates a new *Worker even when its fields are
-// unchanged, so pointer identity tells a caller whether the worker it holds is
+// Engine is one inference engine. A *Engine held by the registry is immutable;
+// every Upsert or Replace allocates a new *Engine even when its fields are
+// unchanged, so pointer identity tells a caller whether the engine it holds is
 // still the current registration (compare with Snapshot.Get).
-type Worker struct {
+type Engine struct {
 	// ID is the stable engine id; non-empty and unique within the registry.
 	ID string
 	// URL is the engine's absolute http or https base URL.
@@ -40,20 +40,20 @@ type Worker struct {
 	// LoRAAdapters are the LoRA adapters the engine serves under their own
 	// model names; nil when none. They belong to Models[0].
 	LoRAAdapters []string
-	// Slot is the worker's handle in the registry's slots.Table. The registry
+	// Slot is the engine's handle in the registry's slots.Table. The registry
 	// assigns it; any value passed to Upsert or Replace is ignored.
 	Slot slots.Slot
 }
 
-// Health is the health state of a worker. Health is separate from load: only
-// an unhealthy worker stops being a candidate; unknown load does not.
+// Health is the health state of an engine. Health is separate from load: only
+// an unhealthy engine stops being a candidate; unknown load does not.
 type Health struct {
-	// Healthy reports whether the worker may be picked.
+	// Healthy reports whether the engine may be picked.
 	Healthy bool
-	// Reason says why the worker is in this state (e.g. "probe failed: ...");
-	// empty for workers healthy since registration.
+	// Reason says why the engine is in this state (e.g. "probe failed: ...");
+	// empty for engines healthy since registration.
 	Reason string
-	// Since is when the worker entered its current Healthy state.
+	// Since is when the engine entered its current Healthy state.
 	Since time.Time
 }
 
@@ -61,12 +61,12 @@ type Health struct {
 // Replace and Upsert, so transports can map it to InvalidArgument.
 var ErrInvalid = errors.New("invalid worker configuration")
 
-// ValidationError describes one invalid field of a worker set. Its message
-// names the offending worker (or model), the field and value, and the fix,
+// ValidationError describes one invalid field of an engine set. Its message
+// names the offending engine (or model), the field and value, and the fix,
 // e.g. `worker "p1": url "x": must be an absolute http(s) URL`.
 type ValidationError struct {
-	// Worker is the offending worker's id; empty for a model-level problem.
-	Worker string
+	// Engine is the offending engine's id; empty for a model-level problem.
+	Engine string
 	// Model is the offending model for a model-level problem; empty otherwise.
 	Model string
 	// Field is the field (and value) at fault, e.g. `url "x"`; may be empty.
@@ -78,8 +78,8 @@ type ValidationError struct {
 // Error formats the error as `worker "id": field: problem` or
 // `model "m": problem`.
 func (e *ValidationError) Error() string {
-	subject := fmt.Sprintf("worker %q", e.Worker)
-	if e.Worker == "" && e.Model != "" {
+	subject := fmt.Sprintf("worker %q", e.Engine)
+	if e.Engine == "" && e.Model != "" {
 		subject = fmt.Sprintf("model %q", e.Model)
 	}
 	if e.Field == "" {
@@ -93,7 +93,7 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // clone returns a registry-owned copy of w with slot s, so later changes to
 // the caller's slices or maps cannot reach the registry.
-func (w *Worker) clone(s slots.Slot) *Worker {
+func (w *Engine) clone(s slots.Slot) *Engine {
 	c := *w
 	c.Models = slices.Clone(w.Models)
 	if len(w.LoRAAdapters) == 0 {
@@ -111,10 +111,10 @@ func (w *Worker) clone(s slots.Slot) *Worker {
 }
 
 // validateWorker returns every problem with w's own fields.
-func validateWorker(w *Worker) []error {
+func validateEngine(w *Engine) []error {
 	var errs []error
 	bad := func(field, problem string) {
-		errs = append(errs, &ValidationError{Worker: w.ID, Field: field, Problem: problem})
+		errs = append(errs, &ValidationError{Engine: w.ID, Field: field, Problem: problem})
 	}
 	if w.ID == "" {
 		bad("id", "must be non-empty; give every worker a stable unique id")
@@ -147,18 +147,18 @@ func validateWorker(w *Worker) []error {
 	return errs
 }
 
-// validateSet validates every worker and the set as a whole: unique ids, and
+// validateSet validates every engine and the set as a whole: unique ids, and
 // no model served by both plain and prefill/decode engines. ws must be sorted
 // by ID. It returns nil or an errors.Join of *ValidationError values.
-func validateSet(ws []*Worker) error {
+func validateSet(ws []*Engine) error {
 	var errs []error
 	for i, w := range ws {
-		errs = append(errs, validateWorker(w)...)
+		errs = append(errs, validateEngine(w)...)
 		if i > 0 && ws[i-1].ID == w.ID && w.ID != "" {
-			errs = append(errs, &ValidationError{Worker: w.ID, Field: "id", Problem: "duplicate; worker ids must be unique"})
+			errs = append(errs, &ValidationError{Engine: w.ID, Field: "id", Problem: "duplicate; worker ids must be unique"})
 		}
 	}
-	type firsts struct{ plain, pd *Worker }
+	type firsts struct{ plain, pd *Engine }
 	byModel := map[string]*firsts{}
 	var models []string
 	for _, w := range ws {
@@ -193,4 +193,4 @@ func validateSet(ws []*Worker) error {
 const DrainedLabel = "sluice.dev/drained"
 
 // Drained reports whether the engine carries DrainedLabel=true.
-func (w *Worker) Drained() bool { return w.Labels[DrainedLabel] == "true" }
+func (w *Engine) Drained() bool { return w.Labels[DrainedLabel] == "true" }

@@ -67,10 +67,10 @@ func TestZeroTable(t *testing.T) {
 
 func TestConcurrentIntern(t *testing.T) {
 	tbl := NewTable()
-	const workers, ids = 8, 200
-	got := make([][]Slot, workers)
+	const engines, ids = 8, 200
+	got := make([][]Slot, engines)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range engines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -88,7 +88,7 @@ func TestConcurrentIntern(t *testing.T) {
 	if tbl.Len() != ids {
 		t.Fatalf("Len() = %d, want %d", tbl.Len(), ids)
 	}
-	for w := 1; w < workers; w++ {
+	for w := 1; w < engines; w++ {
 		if diff := cmp.Diff(got[0], got[w]); diff != "" {
 			t.Errorf("worker %d saw different slots (-w0 +w%d):\n%s", w, w, diff)
 		}

@@ -632,8 +632,8 @@ func (c *checker) checkConfigFiles() {
 		}
 		docs++
 		cacheAware = cacheAware || usesPolicy(doc, config.PolicyCacheAware)
-		for _, w := range doc.Workers {
-			c.checkWorker(name, rel, w, covered)
+		for _, w := range doc.Engines {
+			c.checkEngine(name, rel, w, covered)
 		}
 	}
 	if docs == 0 {
@@ -650,7 +650,7 @@ func (c *checker) checkConfigFiles() {
 	}
 }
 
-func (c *checker) checkWorker(name, rel string, w config.WorkerSpec, covered map[string]bool) {
+func (c *checker) checkEngine(name, rel string, w config.EngineSpec, covered map[string]bool) {
 	where := fmt.Sprintf("%s worker %q", rel, w.ID)
 	u, err := url.Parse(w.URL)
 	if err != nil {

@@ -192,7 +192,7 @@ func (s *stack) enginesYAML() string {
 
 // configYAML is the decider's configuration: every engine and one cache_aware bucket for
 // model. Engines that serve LoRA adapters declare them (lora_adapters). In fleet mode the
-// workers also carry what the link needs: endpoints, DP size, and the kind and SGLang
+// engines also carry what the link needs: endpoints, DP size, and the kind and SGLang
 // /v1/loads URL as the labels the link reads (engine, loads_url).
 func (s *stack) configYAML() string {
 	var b strings.Builder

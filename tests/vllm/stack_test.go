@@ -179,7 +179,7 @@ func waitEngine(t *testing.T, e *vllmEngine) {
 
 // linkArgs runs enginelink with the engines' connecting publishers on the one socket it
 // binds. In static mode both engines are named with -engine; in fleet mode the link follows
-// the decider's registry, where the workers declare the same endpoints (configYAML). A
+// the decider's registry, where the engines declare the same endpoints (configYAML). A
 // scrape may take longer than the interval: a vLLM server on a loaded CPU answers /metrics
 // in up to a second.
 func (s *stack) linkArgs(fleet bool) []string {
