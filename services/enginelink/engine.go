@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// engineRun is one followed engine: its epoch, one worker per DP rank sequencing its KV stream,
+// engineRun is one followed engine: its epoch, one feeder per DP rank sequencing its KV stream,
 // the subscriptions feeding them and the load scrape. It owns all their goroutines; stop ends
 // and waits for them.
 type engineRun struct {
@@ -20,11 +20,11 @@ type engineRun struct {
 
 	mu      sync.Mutex
 	stopped bool
-	workers map[int]*rankWorker
+	feeders map[int]*rankFeeder
 }
 
-// rankWorker feeds one kvStream from its subscription(s).
-type rankWorker struct {
+// rankFeeder feeds one kvStream from its subscription(s).
+type rankFeeder struct {
 	in    chan item
 	drops prometheus.Counter
 }
@@ -35,7 +35,7 @@ const maxRanks = 1024
 func (l *Link) newEngineRun(ctx context.Context, spec EngineSpec) *engineRun {
 	ctx, cancel := context.WithCancel(ctx)
 	l.m.kvEpochs.WithLabelValues(spec.ID, "start").Inc()
-	return &engineRun{l: l, spec: spec, epochs: newEngineEpoch(l.clock), ctx: ctx, cancel: cancel, workers: map[int]*rankWorker{}}
+	return &engineRun{l: l, spec: spec, epochs: newEngineEpoch(l.clock), ctx: ctx, cancel: cancel, feeders: map[int]*rankFeeder{}}
 }
 
 // start launches the subscriptions of an engine whose publishers the link dials, and the scrape.
@@ -45,7 +45,7 @@ func (er *engineRun) start() {
 	if er.spec.dialsKV() {
 		for r := range er.spec.ranks() {
 			ep, _ := rankEndpoint(er.spec.KVEventsEndpoint, r) // validated
-			w := er.workerLocked(r)
+			w := er.feederLocked(r)
 			er.wg.Go(func() { er.l.subscribeRank(er.ctx, er.spec.ID, r, ep, w.in) })
 		}
 	}
@@ -54,33 +54,33 @@ func (er *engineRun) start() {
 	}
 }
 
-// worker returns rank's worker, starting it on first use; nil once the engine is stopping or
+// feeder returns rank's feeder, starting it on first use; nil once the engine is stopping or
 // for an absurd rank.
-func (er *engineRun) worker(rank int) *rankWorker {
+func (er *engineRun) feeder(rank int) *rankFeeder {
 	if rank < 0 || rank >= maxRanks {
 		return nil
 	}
 	er.mu.Lock()
 	defer er.mu.Unlock()
-	return er.workerLocked(rank)
+	return er.feederLocked(rank)
 }
 
-func (er *engineRun) workerLocked(rank int) *rankWorker {
+func (er *engineRun) feederLocked(rank int) *rankFeeder {
 	if er.stopped {
 		return nil
 	}
-	if w := er.workers[rank]; w != nil {
+	if w := er.feeders[rank]; w != nil {
 		return w
 	}
 	l := er.l
-	w := &rankWorker{in: make(chan item, l.cfg.StreamBuffer), drops: l.m.kvStreamDrops.WithLabelValues(er.spec.ID)}
-	er.workers[rank] = w
+	w := &rankFeeder{in: make(chan item, l.cfg.StreamBuffer), drops: l.m.kvStreamDrops.WithLabelValues(er.spec.ID)}
+	er.feeders[rank] = w
 	s := newKVStream(l.logger, er.spec, rank, er.epochs, l.rp, l.cfg.ReplayTimeout, l.cfg.KVTopic, l.prod.enqueue, l.m)
 	er.wg.Go(func() { runStream(er.ctx, s, w.in) })
 	return w
 }
 
-// runStream is a rank worker's loop: live batches and resync requests in arrival order, and a
+// runStream is a rank feeder's loop: live batches and resync requests in arrival order, and a
 // resync whenever another rank of the engine minted a new epoch.
 func runStream(ctx context.Context, s *kvStream, in <-chan item) {
 	for {

@@ -36,7 +36,7 @@ type replayer interface {
 
 // kvStream sequences one (engine, DP rank): it forwards batches in strict seq order, fills
 // gaps through the replay socket, and tracks restarts. Not safe for concurrent use: one
-// goroutine (the rank's worker) owns it.
+// goroutine (the rank's feeder) owns it.
 type kvStream struct {
 	logger   *slog.Logger
 	id       string

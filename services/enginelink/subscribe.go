@@ -10,7 +10,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 )
 
-// item is what a rank worker receives: a live batch, or a request to resynchronise after the
+// item is what a rank feeder receives: a live batch, or a request to resynchronise after the
 // link (re)connected to the rank's publisher.
 type item struct {
 	b      batch
@@ -50,7 +50,7 @@ func zmqLogger(l *slog.Logger) zmq4.Option {
 
 // subscribeRank dials one DP rank's publisher and feeds its batches to out until ctx ends,
 // reconnecting with backoff when the connection drops (an engine restart closes it). Every
-// (re)connection asks the worker to resync, so what the engine published meanwhile is replayed.
+// (re)connection asks the feeder to resync, so what the engine published meanwhile is replayed.
 func (l *Link) subscribeRank(ctx context.Context, id string, rank int, endpoint string, out chan<- item) {
 	logger := l.logger.With(slog.String("engine_id", id), slog.Int("dp_rank", rank), slog.String("endpoint", endpoint))
 	connected := l.m.kvConnected.WithLabelValues(id)
@@ -158,8 +158,8 @@ func (e *bindError) Error() string {
 
 func (e *bindError) Unwrap() error { return e.err }
 
-// routeBound hands one bound-socket message to its engine rank's worker, without blocking: a
-// full worker drops it (counted), which the worker then sees as a gap and replays.
+// routeBound hands one bound-socket message to its engine rank's feeder, without blocking: a
+// full feeder drops it (counted), which the feeder then sees as a gap and replays.
 func (l *Link) routeBound(port int, frames [][]byte, at time.Time) {
 	topic, seq, payload, err := parseLive(frames)
 	if err != nil {
@@ -179,7 +179,7 @@ func (l *Link) routeBound(port int, frames [][]byte, at time.Time) {
 	if !ok {
 		rank = port
 	}
-	w := er.worker(rank)
+	w := er.feeder(rank)
 	if w == nil {
 		return // the engine is being stopped
 	}

@@ -314,7 +314,7 @@ func TestSnapshotQueries(t *testing.T) {
 		t.Errorf("Models() mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"a", "b", "c", "d1", "d2", "p1", "p2"}, ids(s.Engines())); diff != "" {
-		t.Errorf("Workers() mismatch (-want +got):\n%s", diff)
+		t.Errorf("Engines() mismatch (-want +got):\n%s", diff)
 	}
 	if h, ok := s.Health("c"); !ok || h.Healthy || h.Reason != "probe failed" || !h.Since.Equal(fixedNow) {
 		t.Errorf("Health(%q) = %+v, %v; want unhealthy with reason and Since", "c", h, ok)
@@ -462,7 +462,7 @@ func TestRemove(t *testing.T) {
 			}
 			s := r.Snapshot()
 			if diff := cmp.Diff(tc.wantIDs, ids(s.Engines())); diff != "" {
-				t.Errorf("Workers() mismatch (-want +got):\n%s", diff)
+				t.Errorf("Engines() mismatch (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantIDs, ids(s.Candidates("m", RolePlain))); diff != "" {
 				t.Errorf("Candidates mismatch (-want +got):\n%s", diff)
