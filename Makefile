@@ -17,7 +17,7 @@ FUZZTIME ?= 20s
 # inputs a minute, and with the default it ran 14 executions in 2 minutes.
 FUZZMINIMIZETIME ?= 2s
 # Benchmarked packages; directories that do not exist yet are skipped.
-BENCH_PKGS := $(foreach d,decider state services,$(if $(wildcard $(d)/.),./$(d)/...))
+BENCH_PKGS := $(foreach d,decider state components services,$(if $(wildcard $(d)/.),./$(d)/...))
 BENCH_COUNT ?= 5
 
 .PHONY: help
@@ -53,7 +53,7 @@ test-unit: ## Run unit tests with the race detector, no external services
 	$(GO) test -race -count=1 ./...
 
 .PHONY: bench
-bench: ## Run benchmarks (decider, state, services) into bench.out; summarise with benchstat if installed
+bench: ## Run benchmarks (decider, state, components, services) into bench.out; summarise with benchstat if installed
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(BENCH_PKGS) | tee bench.out
 	@if command -v benchstat >/dev/null 2>&1; then \
 		benchstat bench.out; \
