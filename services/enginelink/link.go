@@ -215,10 +215,10 @@ func (l *Link) reconcile(ctx context.Context, static, fleet []EngineSpec) {
 		if _, ok := l.engines[id]; ok {
 			continue
 		}
-		er := l.newEngineRun(ctx, s)
+		er := l.newEngineRun(s)
 		l.engines[id] = er
 		l.topics[s.Topic()] = er
-		er.start()
+		er.start(ctx)
 		l.logger.Info("following engine", slog.String("engine_id", id), slog.String("model", s.Model),
 			slog.String("engine", s.Engine), slog.Int("dp_size", s.DPSize), slog.String("kv_events_endpoint", s.KVEventsEndpoint),
 			slog.String("kv_replay_endpoint", s.KVReplayEndpoint), slog.String("metrics_url", s.MetricsURL),

@@ -119,7 +119,7 @@ func (l *Link) runBind(ctx context.Context, socks []zmq4.Socket) {
 					// One peer went away (an engine restarting); the socket keeps serving others.
 					continue
 				}
-				l.routeBound(port, msg.Frames, time.Now())
+				l.routeBound(ctx, port, msg.Frames, time.Now())
 			}
 		})
 	}
@@ -159,8 +159,9 @@ func (e *bindError) Error() string {
 func (e *bindError) Unwrap() error { return e.err }
 
 // routeBound hands one bound-socket message to its engine rank's feeder, without blocking: a
-// full feeder drops it (counted), which the feeder then sees as a gap and replays.
-func (l *Link) routeBound(port int, frames [][]byte, at time.Time) {
+// full feeder drops it (counted), which the feeder then sees as a gap and replays. A feeder
+// this starts runs under ctx until its engine stops.
+func (l *Link) routeBound(ctx context.Context, port int, frames [][]byte, at time.Time) {
 	topic, seq, payload, err := parseLive(frames)
 	if err != nil {
 		l.m.kvMalformed.WithLabelValues("frames").Inc()
@@ -179,7 +180,7 @@ func (l *Link) routeBound(port int, frames [][]byte, at time.Time) {
 	if !ok {
 		rank = port
 	}
-	w := er.feeder(rank)
+	w := er.feeder(ctx, rank)
 	if w == nil {
 		return // the engine is being stopped
 	}
