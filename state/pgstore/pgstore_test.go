@@ -69,7 +69,9 @@ func TestReplicasReload(t *testing.T) {
 	runStore(t, b)
 	ch, unsubscribe := b.Subscribe()
 	defer unsubscribe()
-	time.Sleep(200 * time.Millisecond) // let b LISTEN
+	// b reports Connected only once its LISTEN ran (and its catch-up reload), so a's
+	// notifications cannot be missed from here on.
+	waitFor(t, 5*time.Second, "replica b listening", func() bool { return b.ListenerStats().Connected })
 	for i := range 5 {
 		doc := seed(t)
 		doc.Buckets[0].Rank = int64(i + 1)
