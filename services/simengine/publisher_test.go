@@ -190,9 +190,17 @@ func TestUnreachableKafkaKeepsServing(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	_, body := get(t, base+"/metrics")
-	if !strings.Contains(string(body), `sluice_simengine_kafka_write_errors_total{topic="sluice.engine-load.v1"}`) {
-		t.Errorf("/metrics does not count the failed writes")
+	// The first load report's write fails after the writer's retries (tens of ms): poll for
+	// its count rather than sleep for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := get(t, base+"/metrics")
+		if strings.Contains(string(body), `sluice_simengine_kafka_write_errors_total{topic="sluice.engine-load.v1"}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics does not count the failed writes within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
