@@ -41,6 +41,7 @@ func candidates(reg *registry.Registry) int {
 }
 
 func TestBreaker(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.BreakerFailures, cfg.BreakerCoolDown = 3, 10*time.Second
 	tr, reg, now := setup(t, cfg, map[string]string{"a": "http://a.test"})
@@ -82,6 +83,7 @@ func TestBreaker(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/health" || failing.Load() {
@@ -121,6 +123,7 @@ func TestProbe(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.ProbePath = "health"
 	cfg.BreakerCoolDown = 0
@@ -132,6 +135,7 @@ func TestValidate(t *testing.T) {
 // TestUnknownEnginesHoldNoState: reports naming ids the registry does not hold (a caller can
 // send any string) are ignored, so a million fake ids leave the tracker's memory unchanged.
 func TestUnknownEnginesHoldNoState(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.BreakerFailures = 1
 	tr, reg, _ := setup(t, cfg, map[string]string{"a": "http://a.test"})
@@ -162,6 +166,7 @@ func TestUnknownEnginesHoldNoState(t *testing.T) {
 // until a probe passes (one registered where nothing listens never gets picks); a new url
 // starts unproven again; TrustNewEngines opts out.
 func TestNewEnginesAreUnproven(t *testing.T) {
+	t.Parallel()
 	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer live.Close()
 	cfg := DefaultConfig()

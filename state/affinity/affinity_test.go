@@ -27,6 +27,7 @@ func newStore(t testing.TB) (*Store, *clock) {
 }
 
 func TestScopesNeverCollide(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	scopes := []Scope{
 		{Model: "ab", Bucket: "c", Stage: 1, Key: "k"},
@@ -49,6 +50,7 @@ func TestScopesNeverCollide(t *testing.T) {
 }
 
 func TestBindFirstWins(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	sc := Scope{Model: "m", Bucket: "b", Stage: 1, Key: "session-1"}
 	if got, won, _ := s.Bind(sc, "", "a", time.Minute); !won || got != "a" {
@@ -63,6 +65,7 @@ func TestBindFirstWins(t *testing.T) {
 }
 
 func TestConcurrentFirstBindersConverge(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	sc := Scope{Model: "m", Bucket: "b", Stage: 1, Key: "k"}
 	var wg sync.WaitGroup
@@ -84,6 +87,7 @@ func TestConcurrentFirstBindersConverge(t *testing.T) {
 }
 
 func TestIdleExpiry(t *testing.T) {
+	t.Parallel()
 	s, c := newStore(t)
 	sc := Scope{Model: "m", Key: "k"}
 	_, _, _ = s.Bind(sc, "", "a", 10*time.Second)
@@ -109,6 +113,7 @@ func TestIdleExpiry(t *testing.T) {
 }
 
 func TestInvalidateEngine(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	for i := range 10 {
 		engine := "a"
@@ -126,6 +131,7 @@ func TestInvalidateEngine(t *testing.T) {
 }
 
 func TestFull(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{MaxBindings: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +143,7 @@ func TestFull(t *testing.T) {
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
+	t.Parallel()
 	s, err := New(Config{SweepInterval: time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)

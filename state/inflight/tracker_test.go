@@ -53,6 +53,7 @@ func inflight(tr *Tracker) []int64 {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
@@ -67,6 +68,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := tc.cfg.Validate()
 			got := ""
 			if err != nil {
@@ -86,6 +88,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestAcquireRelease(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		acquire      [][]slots.Slot
@@ -107,6 +110,7 @@ func TestAcquireRelease(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tr, _ := newTracker(t, Config{})
 			var leases []Lease
 			for _, ss := range tc.acquire {
@@ -147,6 +151,7 @@ func TestAcquireRelease(t *testing.T) {
 }
 
 func TestAcquireErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -161,6 +166,7 @@ func TestAcquireErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tr, _ := newTracker(t, tc.cfg)
 			for range tc.held {
 				if _, err := tr.Acquire(1); err != nil {
@@ -184,6 +190,7 @@ func TestAcquireErrors(t *testing.T) {
 }
 
 func TestLeaseIDs(t *testing.T) {
+	t.Parallel()
 	tr, _ := newTracker(t, Config{})
 	hex32 := regexp.MustCompile(`^[0-9a-f]{32}$`)
 	seen := map[string]bool{}
@@ -206,6 +213,7 @@ func TestLeaseIDs(t *testing.T) {
 }
 
 func TestLeaseSlotsAreCopies(t *testing.T) {
+	t.Parallel()
 	tr, _ := newTracker(t, Config{})
 	in := []slots.Slot{0, 1}
 	l, err := tr.Acquire(in...)
@@ -222,6 +230,7 @@ func TestLeaseSlotsAreCopies(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	ttl := time.Minute
 	tests := []struct {
 		name         string
@@ -238,6 +247,7 @@ func TestExpiry(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tr, clk := newTracker(t, Config{LeaseTTL: ttl})
 			l, err := tr.Acquire(0, 1)
 			if err != nil {
@@ -285,6 +295,7 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
+	t.Parallel()
 	tr, clk := newTracker(t, Config{LeaseTTL: time.Minute, SweepInterval: time.Millisecond})
 	if _, err := tr.Acquire(0); err != nil {
 		t.Fatal(err)
@@ -314,6 +325,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestDispatchesSince(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		window int
@@ -335,6 +347,7 @@ func TestDispatchesSince(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tr, clk := newTracker(t, Config{DispatchWindow: tc.window})
 			for _, d := range tc.at {
 				clk.Advance(t0.Add(d).Sub(clk.Now()))
@@ -358,6 +371,7 @@ func TestDispatchesSince(t *testing.T) {
 }
 
 func TestUnseenSlots(t *testing.T) {
+	t.Parallel()
 	tr, _ := newTracker(t, Config{})
 	if tr.InFlight(99) != 0 || tr.DispatchesSince(99, time.Time{}) != 0 {
 		t.Error("unseen slot has counts")
@@ -366,6 +380,7 @@ func TestUnseenSlots(t *testing.T) {
 }
 
 func TestConcurrentAcquireRelease(t *testing.T) {
+	t.Parallel()
 	tr, _ := newTracker(t, Config{})
 	const goroutines, each = 8, 500
 	var wg sync.WaitGroup

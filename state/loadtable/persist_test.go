@@ -13,6 +13,7 @@ import (
 )
 
 func TestSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
 	now := time.Now().Round(0).Truncate(time.Millisecond)
 	src, _ := New(slots.NewTable(), Config{})
 	native := func(tokens, busy int64) *Native {
@@ -69,6 +70,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestReadSnapshotInvalid(t *testing.T) {
+	t.Parallel()
 	for name, in := range map[string]string{
 		"not json":     "{",
 		"version":      `{"version":2,"engines":[]}`,
@@ -78,6 +80,7 @@ func TestReadSnapshotInvalid(t *testing.T) {
 		"unknown":      `{"version":1,"engines":[],"extra":1}`,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tbl, _ := New(slots.NewTable(), Config{})
 			if err := tbl.ReadSnapshot(strings.NewReader(in)); !errors.Is(err, ErrSnapshot) {
 				t.Errorf("ReadSnapshot = %v, want ErrSnapshot", err)

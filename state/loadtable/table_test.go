@@ -82,6 +82,7 @@ func view(t *testing.T, tbl *Table, st *slots.Table, id string) (View, bool) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
@@ -94,6 +95,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := tc.cfg.Validate()
 			got := ""
 			if err != nil {
@@ -113,6 +115,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestApplyRejects(t *testing.T) {
+	t.Parallel()
 	ok := basic("e", 1, t0, 1, 1)
 	tests := []struct {
 		name    string
@@ -134,6 +137,7 @@ func TestApplyRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, _ := newTable(t, Config{})
 			err := tbl.Apply(tc.r)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.wantMsg) {
@@ -150,6 +154,7 @@ func TestApplyRejects(t *testing.T) {
 }
 
 func TestClockSkew(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		skew    time.Duration
@@ -163,6 +168,7 @@ func TestClockSkew(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, _ := newTable(t, Config{ClockSkew: tc.skew})
 			err := tbl.Apply(basic("e", 1, t0.Add(tc.ahead), 1, 2))
 			if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrClockSkew)) {
@@ -180,6 +186,7 @@ func TestClockSkew(t *testing.T) {
 }
 
 func TestFreshness(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		cfg      Config
@@ -195,6 +202,7 @@ func TestFreshness(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, clk := newTable(t, tc.cfg)
 			captured := t0
 			if !tc.captured.IsZero() {
@@ -220,6 +228,7 @@ func TestFreshness(t *testing.T) {
 }
 
 func TestRanks(t *testing.T) {
+	t.Parallel()
 	r := basic("e", 1, t0, 1, 2)
 	tests := []struct {
 		name    string
@@ -281,6 +290,7 @@ func TestRanks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, clk := newTable(t, Config{})
 			for i, rep := range tc.reports {
 				if err := tbl.Apply(rep); err != nil {
@@ -300,6 +310,7 @@ func TestRanks(t *testing.T) {
 }
 
 func TestSequencing(t *testing.T) {
+	t.Parallel()
 	r := basic("e", 5, t0, 1, 1)
 	tests := []struct {
 		name        string
@@ -316,6 +327,7 @@ func TestSequencing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, _ := newTable(t, Config{})
 			if err := tbl.Apply(r); err != nil {
 				t.Fatal(err)
@@ -338,6 +350,7 @@ func TestSequencing(t *testing.T) {
 }
 
 func TestEpochReset(t *testing.T) {
+	t.Parallel()
 	tbl, st, _ := newTable(t, Config{})
 	n := Native{MaxRunningRequests: 8, WaitingUncachedTokens: 1000}
 	steps := []struct {
@@ -379,6 +392,7 @@ func withCounters(n Native, tokens, busyMicros int64) Native {
 }
 
 func TestNativeAndThroughput(t *testing.T) {
+	t.Parallel()
 	n := Native{WaitingUncachedTokens: 4000, TotalTokens: 500, MaxRunningRequests: 16}
 	b := basic("e", 0, t0, 2, 3)
 	seqd := func(r Report, seq uint64) Report { r.Seq = seq; return r }
@@ -504,6 +518,7 @@ func TestNativeAndThroughput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, _ := newTable(t, Config{})
 			for i, r := range tc.reports {
 				if err := tbl.Apply(r); err != nil {
@@ -522,6 +537,7 @@ func TestNativeAndThroughput(t *testing.T) {
 }
 
 func TestRemoveEngine(t *testing.T) {
+	t.Parallel()
 	tbl, st, _ := newTable(t, Config{})
 	for _, id := range []string{"b", "a"} {
 		if err := tbl.Apply(epoch(basic(id, 3, t0, 1, 1), 7)); err != nil {
@@ -549,6 +565,7 @@ func TestRemoveEngine(t *testing.T) {
 }
 
 func TestSnapshotIsConsistent(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		laterWrites int
@@ -560,6 +577,7 @@ func TestSnapshotIsConsistent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl, st, _ := newTable(t, Config{})
 			if err := tbl.Apply(basic("e", 1, t0, 1, 0)); err != nil {
 				t.Fatal(err)
@@ -598,6 +616,7 @@ func TestSnapshotIsConsistent(t *testing.T) {
 }
 
 func TestConcurrentApply(t *testing.T) {
+	t.Parallel()
 	tbl, st, _ := newTable(t, Config{Freshness: time.Hour})
 	const engines, ranks, reports = 8, 4, 200
 	var wg sync.WaitGroup
@@ -762,6 +781,7 @@ func BenchmarkSnapshotAndViewRef64(b *testing.B) {
 }
 
 func TestResetEngineBefore(t *testing.T) {
+	t.Parallel()
 	st := slots.NewTable()
 	tb, err := New(st, Config{})
 	if err != nil {

@@ -48,6 +48,7 @@ func newTestRegistry(t *testing.T) *Registry {
 }
 
 func TestParseRole(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    Role
@@ -62,6 +63,7 @@ func TestParseRole(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%q", tc.in), func(t *testing.T) {
+			t.Parallel()
 			got, err := ParseRole(tc.in)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Fatalf("ParseRole(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
@@ -80,6 +82,7 @@ func TestParseRole(t *testing.T) {
 }
 
 func TestReplaceValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		engines []Engine
@@ -176,6 +179,7 @@ func TestReplaceValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newTestRegistry(t)
 			if err := r.Replace([]Engine{plain("keep", "other")}); err != nil {
 				t.Fatalf("Replace(seed) = %v", err)
@@ -217,6 +221,7 @@ func sortedCopy(s []string) []string {
 }
 
 func TestUpsertValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		upsert  Engine
@@ -232,6 +237,7 @@ func TestUpsertValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newTestRegistry(t)
 			if err := r.Replace([]Engine{plain("a1", "m")}); err != nil {
 				t.Fatal(err)
@@ -267,6 +273,7 @@ func TestUpsertValidation(t *testing.T) {
 }
 
 func TestSnapshotQueries(t *testing.T) {
+	t.Parallel()
 	r := newTestRegistry(t)
 	err := r.Replace([]Engine{
 		plain("c", "m1"), plain("a", "m1", "m2"), plain("b", "m2"),
@@ -297,6 +304,7 @@ func TestSnapshotQueries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			got := s.Candidates(tc.model, tc.role)
 			if diff := cmp.Diff(tc.wantIDs, ids(got)); diff != "" {
 				t.Errorf("Candidates(%q, %v) mismatch (-want +got):\n%s", tc.model, tc.role, diff)
@@ -332,6 +340,7 @@ func TestSnapshotQueries(t *testing.T) {
 }
 
 func TestHealthAndVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		id          string
@@ -354,6 +363,7 @@ func TestHealthAndVersion(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newTestRegistry(t)
 			if err := r.Replace([]Engine{plain("a", "m")}); err != nil {
 				t.Fatal(err)
@@ -381,6 +391,7 @@ func TestHealthAndVersion(t *testing.T) {
 }
 
 func TestReplaceKeepsHealthAndIdentity(t *testing.T) {
+	t.Parallel()
 	r := newTestRegistry(t)
 	if err := r.Replace([]Engine{plain("a", "m"), plain("b", "m"), plain("c", "m")}); err != nil {
 		t.Fatal(err)
@@ -409,6 +420,7 @@ func TestReplaceKeepsHealthAndIdentity(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.id, func(t *testing.T) {
+			t.Parallel()
 			got, ok := s.Health(tc.id)
 			if !ok {
 				t.Fatalf("Health(%q) not found", tc.id)
@@ -438,6 +450,7 @@ func TestReplaceKeepsHealthAndIdentity(t *testing.T) {
 }
 
 func TestRemove(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		id          string
@@ -450,6 +463,7 @@ func TestRemove(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newTestRegistry(t)
 			var removed []string
 			r.OnRemove(func(w *Engine) { removed = append(removed, w.ID) })
@@ -482,6 +496,7 @@ func TestRemove(t *testing.T) {
 }
 
 func TestEngineIsolatedFromCaller(t *testing.T) {
+	t.Parallel()
 	r := newTestRegistry(t)
 	w := plain("a", "m")
 	w.Labels = map[string]string{"zone": "x"}
@@ -501,6 +516,7 @@ func TestEngineIsolatedFromCaller(t *testing.T) {
 }
 
 func TestEmptyRegistry(t *testing.T) {
+	t.Parallel()
 	r := New(slots.NewTable())
 	s := r.Snapshot()
 	if s == nil || s.Version() != 0 || len(s.Engines()) != 0 || s.Models() != nil || s.Candidates("m", RolePlain) != nil {
@@ -509,6 +525,7 @@ func TestEmptyRegistry(t *testing.T) {
 }
 
 func TestConcurrentReadersAndWriters(t *testing.T) {
+	t.Parallel()
 	r := New(slots.NewTable())
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -603,6 +620,7 @@ func BenchmarkHealth(b *testing.B) {
 }
 
 func TestDrainedIsNotACandidate(t *testing.T) {
+	t.Parallel()
 	r := New(slots.NewTable())
 	err := r.Replace([]Engine{
 		{ID: "a", URL: "http://a.test", Models: []string{"m"}, Role: RolePlain},

@@ -9,6 +9,7 @@ import (
 )
 
 func TestTable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		intern  []string
@@ -22,6 +23,7 @@ func TestTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tbl := NewTable()
 			var got []Slot
 			for _, id := range tc.intern {
@@ -53,6 +55,7 @@ func TestTable(t *testing.T) {
 }
 
 func TestZeroTable(t *testing.T) {
+	t.Parallel()
 	var tbl Table
 	if _, ok := tbl.Lookup("a"); ok {
 		t.Fatal("Lookup on zero Table found a slot")
@@ -66,6 +69,7 @@ func TestZeroTable(t *testing.T) {
 }
 
 func TestConcurrentIntern(t *testing.T) {
+	t.Parallel()
 	tbl := NewTable()
 	const engines, ids = 8, 200
 	got := make([][]Slot, engines)
