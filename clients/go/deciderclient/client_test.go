@@ -55,6 +55,7 @@ func serve(t *testing.T, f *fakeDecider) string {
 }
 
 func TestDecideRetry(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		fail      int32
@@ -70,6 +71,7 @@ func TestDecideRetry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := &fakeDecider{fail: tt.fail, code: tt.code}
 			c, err := Dial(serve(t, f), tt.opts...)
 			if err != nil {
@@ -88,6 +90,7 @@ func TestDecideRetry(t *testing.T) {
 }
 
 func TestTokenAndRelease(t *testing.T) {
+	t.Parallel()
 	f := &fakeDecider{}
 	c, err := Dial(serve(t, f), WithToken("s3cret"), WithTimeout(2*time.Second))
 	if err != nil {
@@ -107,6 +110,7 @@ func TestTokenAndRelease(t *testing.T) {
 }
 
 func TestDeadline(t *testing.T) {
+	t.Parallel()
 	c, err := Dial("127.0.0.1:1", WithTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ func mustRun(t *testing.T, e *Engine, req Request) Result {
 }
 
 func TestLoRAAndSaltNamespaceBlocks(t *testing.T) {
+	t.Parallel()
 	e, rec, _ := newStepEngine(t, Config{BlockSize: 4, CacheBlocks: 100})
 	prompt := seq(1, 8)
 	mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 1})
@@ -94,6 +95,7 @@ func TestLoRAAndSaltNamespaceBlocks(t *testing.T) {
 }
 
 func TestCacheHitsAndStoredEvents(t *testing.T) {
+	t.Parallel()
 	e, rec, _ := newStepEngine(t, Config{BlockSize: 4, CacheBlocks: 100})
 	prompt := seq(1, 10) // two full blocks and a partial one
 	res := mustRun(t, e, Request{TokenIDs: prompt, MaxTokens: 3})
@@ -130,6 +132,7 @@ func TestCacheHitsAndStoredEvents(t *testing.T) {
 }
 
 func TestEvictionEmitsBlockRemoved(t *testing.T) {
+	t.Parallel()
 	e, rec, _ := newStepEngine(t, Config{BlockSize: 2, CacheBlocks: 3})
 	a := seq(1, 4)   // 2 blocks
 	b := seq(100, 4) // 2 blocks
@@ -161,6 +164,7 @@ func TestEvictionEmitsBlockRemoved(t *testing.T) {
 }
 
 func TestChainLongerThanCache(t *testing.T) {
+	t.Parallel()
 	e, rec, _ := newStepEngine(t, Config{BlockSize: 1, CacheBlocks: 2})
 	mustRun(t, e, Request{TokenIDs: seq(1, 5), MaxTokens: 1})
 	evs := rec.take()
@@ -170,6 +174,7 @@ func TestChainLongerThanCache(t *testing.T) {
 }
 
 func TestLatencyProportionalToUncachedTokens(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newStepEngine(t, Config{BlockSize: 16, PrefillTokensPerSec: 1000, DecodeMsPerToken: 10, Speed: 2})
 	cold := mustRun(t, e, Request{TokenIDs: seq(0, 320), MaxTokens: 5})
 	// 320 uncached tokens at 1000/s, twice as fast: 160 ms; 4 decode steps of 5 ms.
@@ -193,6 +198,7 @@ func TestLatencyProportionalToUncachedTokens(t *testing.T) {
 // the uncached tokens (exactly, in the result) and the first token never comes before it. Only
 // lower bounds are asserted on wall time, which a loaded machine cannot break.
 func TestWallClockLatency(t *testing.T) {
+	t.Parallel()
 	e, err := New(Config{PrefillTokensPerSec: 1000, DecodeMsPerToken: 1, Speed: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +227,7 @@ func TestWallClockLatency(t *testing.T) {
 }
 
 func TestQueueFIFOAndCancellation(t *testing.T) {
+	t.Parallel()
 	e, err := New(Config{MaxRunning: 1, PrefillTokensPerSec: 1e9, DecodeMsPerToken: 1000, Speed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +268,7 @@ func TestQueueFIFOAndCancellation(t *testing.T) {
 }
 
 func TestPrefillAndDecodeRoles(t *testing.T) {
+	t.Parallel()
 	p, rec, _ := newStepEngine(t, Config{Role: RolePrefill, BlockSize: 4})
 	res := mustRun(t, p, Request{TokenIDs: seq(0, 8), MaxTokens: 50})
 	if res.CompletionTokens != 1 || len(rec.take()) != 1 {
@@ -274,6 +282,7 @@ func TestPrefillAndDecodeRoles(t *testing.T) {
 }
 
 func TestDeterministicOutput(t *testing.T) {
+	t.Parallel()
 	a, _, _ := newStepEngine(t, Config{})
 	b, _, _ := newStepEngine(t, Config{})
 	ra := mustRun(t, a, Request{TokenIDs: seq(7, 30), MaxTokens: 8})
@@ -284,6 +293,7 @@ func TestDeterministicOutput(t *testing.T) {
 }
 
 func TestSubmitErrors(t *testing.T) {
+	t.Parallel()
 	e, _, _ := newStepEngine(t, Config{})
 	if _, err := e.Submit(context.Background(), Request{}); !errors.Is(err, ErrEmptyPrompt) {
 		t.Errorf("empty prompt: %v", err)
