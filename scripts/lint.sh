@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lint.sh lints the protos (buf lint, buf format) and the Go code
 # (golangci-lint with .golangci.yml: standard linters, depguard import
-# directions, errorlint, gofmt, goimports). Extra arguments go to
+# directions, errorlint, forbidigo, containedctx, gochecknoinits, gofmt,
+# goimports). Extra arguments go to
 # golangci-lint run, e.g. scripts/lint.sh --fix.
 set -euo pipefail
 
