@@ -1,5 +1,5 @@
 // Package decider selects the engine, or the prefill + decode pair, that serves a request:
-// bucket-first selection as specified in POLICY_DESIGN.md. A BucketResolver orders a model's
+// bucket-first selection as described in docs/decisions.md. A BucketResolver orders a model's
 // buckets by length; each Bucket asks its engine groups for a complete selection; each
 // EngineGroup filters live engines and runs its policy. The Decider owns the bucket loop, the
 // configuration snapshot and leases; transports (services/) translate to and from protobuf.

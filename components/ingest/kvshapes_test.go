@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/state/kvindex"
 )
 
-// Real engine payload shapes (spec/WIRE.md) over the real broker into the
+// Real engine payload shapes (docs/wire-formats.md) over the real broker into the
 // real index: KV-cache groups, namespaces, tiers, page-size-1 prompts, EAGLE
 // and the ZMQ seq rules (docs/kv-events.md).
 

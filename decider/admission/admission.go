@@ -18,7 +18,7 @@ const (
 )
 
 // Limits is a set of optional absolute caps. A zero cap is unset and not checked, so the zero
-// value admits everything (AdmissionLimits::default() in the design). A set cap rejects when the
+// value admits everything (see docs/decisions.md, "Admission"). A set cap rejects when the
 // engine's metric is at or above it.
 type Limits struct {
 	MaxRunningRequests      int64

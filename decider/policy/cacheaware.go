@@ -22,11 +22,12 @@ const (
 )
 
 // CacheAware prefers an engine that already holds a usable prefix of the request, under the
-// cache and pressure rules of DETAILS.md: hit thresholds, a bounded holder set ranked by
-// (uncached tokens, prefill pressure, id), a soft queue gate with saturation handling, hard
-// admission on every evaluated holder (a rejection never turns into a cold pick), a switch
-// margin with a pressure guard, and on a miss a power-of-k fallback over the engines that pass
-// the queue gate followed by this policy's admission. Plain and prefill groups only.
+// cache and pressure rules of docs/decisions.md ("cache_aware"): hit thresholds, a bounded
+// holder set ranked by (uncached tokens, prefill pressure, id), a soft queue gate with
+// saturation handling, hard admission on every evaluated holder (a rejection never turns into a
+// cold pick), a switch margin with a pressure guard, and on a miss a power-of-k fallback over the
+// engines that pass the queue gate followed by this policy's admission. Plain and prefill groups
+// only.
 type CacheAware struct {
 	deps   Deps
 	limits admission.Limits

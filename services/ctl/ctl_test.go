@@ -58,7 +58,7 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// The §7 example of POLICY_DESIGN.md, with the engines it names.
+// The first bucket of docs/decisions.md "Example", with the engines it names.
 const policyDesignExample = `
 workers:
   - {id: P1, url: "http://p1:8000", models: [m], role: prefill}

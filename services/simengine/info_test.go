@@ -31,7 +31,8 @@ func getObject(t *testing.T, url string) map[string]any {
 	return m
 }
 
-// TestLoadsSchema checks GET /v1/loads field for field against SGLang 0.5.23 (spec/WIRE.md).
+// TestLoadsSchema checks GET /v1/loads field for field against SGLang 0.5.23
+// (docs/wire-formats.md, "Load scrapes").
 func TestLoadsSchema(t *testing.T) {
 	cfg := testConfig()
 	_, base := busyEngine(t, cfg)

@@ -39,7 +39,7 @@ func kvBatchProto(id, model string, epoch, seq uint64, at time.Time, evs []engin
 	return b
 }
 
-// kvBatchVLLM encodes one batch as vLLM's positional msgpack payload (WIRE.md):
+// kvBatchVLLM encodes one batch as vLLM's positional msgpack payload (docs/wire-formats.md):
 // [ts, [events…], dp_rank] with
 // ["BlockStored", hashes, parent|nil, token_ids, block_size, lora_id=nil, "GPU"],
 // ["BlockRemoved", hashes, "GPU"] and ["AllBlocksCleared"]; hashes are uint64.

@@ -1,5 +1,5 @@
 // Package simengine is a simulated LLM inference engine that speaks the wire of vLLM 0.33 and
-// SGLang 0.5.23 (spec/WIRE.md), so sluice's production path — engine → ZMQ → sluice
+// SGLang 0.5.23 (docs/wire-formats.md), so sluice's production path — engine → ZMQ → sluice
 // enginelink → Kafka → decider — runs without a GPU. The model itself (queue, latency, prefix
 // cache) is package engine; -metrics-naming picks the engine imitated.
 //

@@ -2,7 +2,8 @@
 // deployment knows about, the buckets that order them by request length, and
 // the policy attached to each bucket's engine groups.
 //
-// The format is YAML or JSON with snake_case keys (see POLICY_DESIGN.md §7).
+// The format is YAML or JSON with snake_case keys (see examples/sluice.yaml
+// and docs/decisions.md).
 // [Parse] is the only supported decoder: it reports every unknown key, type
 // mismatch, dropped legacy option and semantic problem at once, with paths
 // such as buckets[1].groups.pd.decode.worker_ids[0]. [Document.Validate]

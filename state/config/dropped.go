@@ -2,8 +2,8 @@ package config
 
 import "strings"
 
-// Messages for options that POLICY_DESIGN.md §7 drops. Each says what
-// replaces the option.
+// Messages for the options SGLang's router dropped (docs/decisions.md,
+// "Dropped options"). Each says what replaces the option.
 const (
 	msgDroppedFused    = "removed; use cache_aware (prefix reuse) or power_of_two (load)"
 	msgDroppedLegacy   = "removed; use session_aware or sticky"

@@ -25,7 +25,8 @@ func StickyFallbacks() []string {
 	return []string{PolicyRoundRobin, PolicyRandom, PolicyPowerOfTwo, PolicyLoadBased}
 }
 
-// Defaults applied by [PolicySpec.Resolved] (DETAILS.md).
+// Defaults applied by [PolicySpec.Resolved] (docs/decisions.md, "cache_aware" and
+// "session_aware and sticky").
 const (
 	DefaultMinMatchTokens      int64   = 1024
 	DefaultCandidateMin        int64   = 8

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// qwenTokens are the token ids of the real vLLM 0.26 batch in spec/WIRE.md.
+// qwenTokens are the token ids of the real vLLM 0.26 batch in docs/wire-formats.md.
 var qwenTokens = []uint32{151644, 872, 198, 9064, 374, 279, 6722, 315, 5616, 30, 151645, 198, 151644, 77091, 198, 151667}
 
 const tsFloat = 1789095808.8378847

@@ -1,7 +1,7 @@
 // Package kvevents defines the KV-cache events that inference engines publish
 // (blocks stored, blocks removed, everything cleared) in a form free of any
 // wire format, and decodes the engines' own msgpack batches (vLLM and SGLang,
-// every layout listed in spec/WIRE.md) into it.
+// every layout listed in docs/wire-formats.md) into it.
 //
 // The index (state/kvindex) consumes these types; the ingestion service picks
 // a decoder by record header and never hands wire bytes further in. The

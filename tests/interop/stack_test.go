@@ -241,7 +241,7 @@ func (s *stack) startEngine(t testing.TB, e *engine) {
 		st.ReplayEndpoint = &r
 	}
 	if e.bind {
-		// A concrete host: vLLM's publisher connects instead of binding (WIRE.md), and the
+		// A concrete host: vLLM's publisher connects instead of binding (docs/wire-formats.md), and the
 		// topic frame tells the link which engine it is.
 		st.Endpoint = "tcp://127.0.0.1:" + strconv.Itoa(s.kvBindPort)
 		st.Topic = "kv@" + e.id + "@" + model

@@ -506,8 +506,8 @@ func (x *GetConfigResponse) GetSource() string {
 // ApplyConfigRequest carries a whole configuration document.
 type ApplyConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The document as YAML or JSON text, in the shape of POLICY_DESIGN.md §7
-	// (buckets, workers, default_policy, models).
+	// The document as YAML or JSON text, in the shape of examples/sluice.yaml
+	// and docs/decisions.md "Example" (buckets, workers, default_policy, models).
 	Document string `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
 	// The version the document was based on; 0 means the version this
 	// replica serves now.

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 
-# Gauges sluice reads, per engine (see /work/shared/spec/WIRE.md "Load signals").
+# Gauges sluice reads, per engine (see docs/wire-formats.md "Load scrapes").
 VLLM_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 VLLM_INFO = "vllm:cache_config_info"
 SGLANG_GAUGES = (
