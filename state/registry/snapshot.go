@@ -11,9 +11,9 @@ import (
 type Snapshot struct {
 	version uint64
 	engines []*Engine      // sorted by ID
-	health  []Health       // parallel to workers
-	byID    map[string]int // ID -> index in workers
-	models  []string       // sorted union of worker models
+	health  []Health       // parallel to engines
+	byID    map[string]int // ID -> index in engines
+	models  []string       // sorted union of engine models
 	byModel map[string]*modelIndex
 }
 

@@ -32,7 +32,7 @@ type Engine struct {
 	Labels map[string]string
 	// KVEventsEndpoint, KVReplayEndpoint and MetricsURL tell enginelink in
 	// fleet mode where the engine publishes KV events, replays them and
-	// exposes metrics; empty when not declared (see config.WorkerSpec).
+	// exposes metrics; empty when not declared (see config.EngineSpec).
 	KVEventsEndpoint, KVReplayEndpoint, MetricsURL string
 	// DPSize is the engine's data-parallel size; 0 or 1 when not data
 	// parallel.
@@ -110,7 +110,7 @@ func (w *Engine) clone(s slots.Slot) *Engine {
 	return &c
 }
 
-// validateWorker returns every problem with w's own fields.
+// validateEngine returns every problem with w's own fields.
 func validateEngine(w *Engine) []error {
 	var errs []error
 	bad := func(field, problem string) {
