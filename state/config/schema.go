@@ -5,7 +5,9 @@ import (
 	"slices"
 )
 
-// Allowed keys of each mapping in the schema, in documentation order.
+// The schema: which keys each mapping of a document has, in documentation
+// order, and which Document field each key's value decodes into, using the
+// generic walks of walk.go.
 var (
 	documentKeys  = []string{"workers", "buckets", "default_policy", "models"}
 	modelKeys     = []string{"default_policy"}
@@ -24,6 +26,8 @@ var (
 		"queue_limit", "saturation_floor", "miss_choices", "idle_timeout", "fallback"}
 )
 
+// document decodes the whole tree; a missing (empty) document is the empty
+// Document.
 func (d *decoder) document(n *node) *Document {
 	doc := &Document{}
 	if n == nil || n.kind == kindNull {
@@ -32,59 +36,30 @@ func (d *decoder) document(n *node) *Document {
 	d.object(n, "", documentKeys, func(key string, v *node, p string) {
 		switch key {
 		case "workers":
-			ws := []EngineSpec{}
-			if d.list(v, p, func(_ int, it *node, ip string) { ws = append(ws, d.engine(it, ip)) }) {
-				doc.Engines = ws
-			}
+			doc.Engines = listOf(d, v, p, "a list", d.engine)
 		case "buckets":
-			bs := []BucketSpec{}
-			if d.list(v, p, func(_ int, it *node, ip string) { bs = append(bs, d.bucket(it, ip)) }) {
-				doc.Buckets = bs
-			}
+			doc.Buckets = listOf(d, v, p, "a list", d.bucket)
 		case "default_policy":
 			doc.DefaultPolicy = d.stagePolicies(v, p)
 		case "models":
-			doc.Models = d.models(v, p)
+			doc.Models = mapOf(d, v, p, "a mapping of model id to settings", d.model)
 		}
 	})
 	return doc
 }
 
-func (d *decoder) models(n *node, p string) map[string]ModelSpec {
-	if n.kind == kindNull {
-		return nil
+func (d *decoder) model(n *node, p string) ModelSpec {
+	m := objectOf(d, n, p, modelKeys, func(m *ModelSpec, _ string, v *node, vp string) {
+		m.DefaultPolicy = d.stagePolicies(v, vp)
+	})
+	if m == nil {
+		return ModelSpec{}
 	}
-	if n.kind != kindMap {
-		d.mismatch(p, n, "a mapping of model id to settings")
-		return nil
-	}
-	for _, dup := range n.dups {
-		d.add(mapKey(p, dup.key), dup.line, fmt.Sprintf("duplicate key; it is first set at line %d, keep one", dup.first))
-	}
-	if len(n.pairs) == 0 {
-		return nil
-	}
-	out := make(map[string]ModelSpec, len(n.pairs))
-	for _, pr := range n.pairs {
-		mp := mapKey(p, pr.key)
-		d.lines[mp] = pr.line
-		var m ModelSpec
-		if pr.value.kind != kindNull {
-			d.object(pr.value, mp, modelKeys, func(_ string, v *node, vp string) {
-				m.DefaultPolicy = d.stagePolicies(v, vp)
-			})
-		}
-		out[pr.key] = m
-	}
-	return out
+	return *m
 }
 
 func (d *decoder) stagePolicies(n *node, p string) *StagePolicies {
-	if n.kind == kindNull {
-		return nil
-	}
-	s := &StagePolicies{}
-	if !d.object(n, p, stageKeys, func(key string, v *node, vp string) {
+	return objectOf(d, n, p, stageKeys, func(s *StagePolicies, key string, v *node, vp string) {
 		pol := d.policy(v, vp)
 		switch key {
 		case StagePlain:
@@ -94,10 +69,7 @@ func (d *decoder) stagePolicies(n *node, p string) *StagePolicies {
 		case StageDecode:
 			s.Decode = pol
 		}
-	}) {
-		return nil
-	}
-	return s
+	})
 }
 
 func (d *decoder) engine(n *node, p string) EngineSpec {
@@ -109,19 +81,18 @@ func (d *decoder) engine(n *node, p string) EngineSpec {
 		case "url":
 			w.URL, _ = d.str(v, vp)
 		case "models":
-			w.Models, _ = d.strList(v, vp)
+			w.Models = d.strList(v, vp)
 		case "role":
 			w.Role, _ = d.str(v, vp)
 		case "bootstrap_port":
-			if port, ok := d.int(v, vp); ok {
-				if port < 1 || port > 65535 {
-					d.reject(vp, v, "must be a port number between 1 and 65535")
-					return
-				}
+			if port, ok := d.intIn(v, vp, 1, 65535, portRule); ok {
 				w.BootstrapPort = uint32(port)
 			}
 		case "labels":
-			w.Labels = d.labels(v, vp)
+			w.Labels = mapOf(d, v, vp, "a mapping of strings", func(lv *node, lp string) string {
+				s, _ := d.str(lv, lp)
+				return s
+			})
 		case "kv_events_endpoint":
 			w.KVEventsEndpoint, _ = d.str(v, vp)
 		case "kv_replay_endpoint":
@@ -129,42 +100,14 @@ func (d *decoder) engine(n *node, p string) EngineSpec {
 		case "metrics_url":
 			w.MetricsURL, _ = d.str(v, vp)
 		case "dp_size":
-			if n, ok := d.int(v, vp); ok {
-				if n < 0 || n > maxDPSize {
-					d.reject(vp, v, fmt.Sprintf("must be between 0 and %d", maxDPSize))
-					return
-				}
+			if n, ok := d.intIn(v, vp, 0, maxDPSize, dpSizeRule); ok {
 				w.DPSize = int32(n)
 			}
 		case "lora_adapters":
-			w.LoRAAdapters, _ = d.strList(v, vp)
+			w.LoRAAdapters = d.strList(v, vp)
 		}
 	})
 	return w
-}
-
-func (d *decoder) labels(n *node, p string) map[string]string {
-	if n.kind == kindNull {
-		return nil
-	}
-	if n.kind != kindMap {
-		d.mismatch(p, n, "a mapping of strings")
-		return nil
-	}
-	for _, dup := range n.dups {
-		d.add(mapKey(p, dup.key), dup.line, fmt.Sprintf("duplicate key; it is first set at line %d, keep one", dup.first))
-	}
-	if len(n.pairs) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(n.pairs))
-	for _, pr := range n.pairs {
-		lp := mapKey(p, pr.key)
-		d.lines[lp] = pr.line
-		v, _ := d.str(pr.value, lp)
-		out[pr.key] = v
-	}
-	return out
 }
 
 func (d *decoder) bucket(n *node, p string) BucketSpec {
@@ -176,68 +119,63 @@ func (d *decoder) bucket(n *node, p string) BucketSpec {
 		case "rank":
 			b.Rank, _ = d.int(v, vp)
 		case "models":
-			b.Models, _ = d.strList(v, vp)
+			b.Models = d.strList(v, vp)
 		case "limits":
-			if v.kind == kindNull {
-				return
+			if l := objectOf(d, v, vp, limitsKeys, d.limits); l != nil {
+				b.Limits = *l
 			}
-			d.object(v, vp, limitsKeys, func(key string, lv *node, lp string) {
-				if key == "min" {
-					b.Limits.Min, _ = d.int(lv, lp)
-				} else {
-					b.Limits.Max = d.intPtr(lv, lp)
-				}
-			})
 		case "max_context_tokens":
-			b.MaxContextTokens = d.intPtr(v, vp)
+			b.MaxContextTokens = opt(d.int(v, vp))
 		case "groups":
-			if v.kind == kindNull {
-				return
+			if g := objectOf(d, v, vp, groupsKeys, d.groups); g != nil {
+				b.Groups = *g
 			}
-			d.object(v, vp, groupsKeys, func(key string, gv *node, gp string) {
-				if key == "plain" {
-					b.Groups.Plain = d.group(gv, gp)
-					return
-				}
-				if gv.kind == kindNull {
-					b.Groups.PD = &PDSpec{}
-					return
-				}
-				pd := &PDSpec{}
-				if d.object(gv, gp, pdKeys, func(key string, sv *node, sp string) {
-					if key == StagePrefill {
-						pd.Prefill = d.group(sv, sp)
-					} else {
-						pd.Decode = d.group(sv, sp)
-					}
-				}) {
-					b.Groups.PD = pd
-				}
-			})
 		}
 	})
 	return b
 }
 
+func (d *decoder) limits(l *Limits, key string, v *node, p string) {
+	if key == "min" {
+		l.Min, _ = d.int(v, p)
+		return
+	}
+	l.Max = opt(d.int(v, p))
+}
+
+func (d *decoder) groups(g *GroupsSpec, key string, v *node, p string) {
+	if key == "plain" {
+		g.Plain = d.group(v, p)
+		return
+	}
+	if v.kind == kindNull {
+		g.PD = &PDSpec{}
+		return
+	}
+	g.PD = objectOf(d, v, p, pdKeys, func(pd *PDSpec, key string, sv *node, sp string) {
+		if key == StagePrefill {
+			pd.Prefill = d.group(sv, sp)
+		} else {
+			pd.Decode = d.group(sv, sp)
+		}
+	})
+}
+
 // group decodes a group; an empty (null) group means every engine with the
 // inherited policy.
 func (d *decoder) group(n *node, p string) *GroupSpec {
-	g := &GroupSpec{}
 	if n.kind == kindNull {
-		return g
+		return &GroupSpec{}
 	}
-	if !d.object(n, p, groupKeys, func(key string, v *node, vp string) {
+	return objectOf(d, n, p, groupKeys, func(g *GroupSpec, key string, v *node, vp string) {
 		if key == "worker_ids" {
-			if ids, ok := d.strList(v, vp); ok {
+			if ids := d.strList(v, vp); ids != nil {
 				g.EngineIDs = &ids
 			}
 			return
 		}
 		g.Policy = d.policy(v, vp)
-	}) {
-		return nil
-	}
-	return g
+	})
 }
 
 func (d *decoder) policy(n *node, p string) *PolicySpec {
@@ -262,35 +200,35 @@ func (d *decoder) policy(n *node, p string) *PolicySpec {
 		case "admission":
 			pol.Admission = d.admission(v, vp)
 		case "min_match_tokens":
-			pol.MinMatchTokens = d.intPtr(v, vp)
+			pol.MinMatchTokens = opt(d.int(v, vp))
 		case "min_match_ratio":
-			pol.MinMatchRatio = d.floatPtr(v, vp)
+			pol.MinMatchRatio = opt(d.float(v, vp))
 		case "candidate_min":
-			pol.CandidateMin = d.intPtr(v, vp)
+			pol.CandidateMin = opt(d.int(v, vp))
 		case "candidate_ratio":
-			pol.CandidateRatio = d.floatPtr(v, vp)
+			pol.CandidateRatio = opt(d.float(v, vp))
 		case "candidate_max":
-			pol.CandidateMax = d.intPtr(v, vp)
+			pol.CandidateMax = opt(d.int(v, vp))
 		case "switch_margin_tokens":
-			pol.SwitchMarginTokens = d.intPtr(v, vp)
+			pol.SwitchMarginTokens = opt(d.int(v, vp))
 		case "pressure_guard":
-			pol.PressureGuard = d.boolPtr(v, vp)
+			pol.PressureGuard = opt(d.bool(v, vp))
 		case "guard_absolute_tokens":
-			pol.GuardAbsoluteTokens = d.intPtr(v, vp)
+			pol.GuardAbsoluteTokens = opt(d.int(v, vp))
 		case "guard_absolute_ms":
-			pol.GuardAbsoluteMillis = d.intPtr(v, vp)
+			pol.GuardAbsoluteMillis = opt(d.int(v, vp))
 		case "guard_factor":
-			pol.GuardFactor = d.floatPtr(v, vp)
+			pol.GuardFactor = opt(d.float(v, vp))
 		case "queue_limit":
-			pol.QueueLimit = d.intPtr(v, vp)
+			pol.QueueLimit = opt(d.int(v, vp))
 		case "saturation_floor":
-			pol.SaturationFloor = d.intPtr(v, vp)
+			pol.SaturationFloor = opt(d.int(v, vp))
 		case "miss_choices":
-			pol.MissChoices = d.intPtr(v, vp)
+			pol.MissChoices = opt(d.int(v, vp))
 		case "idle_timeout":
-			pol.IdleTimeout = d.durationPtr(v, vp)
+			pol.IdleTimeout = opt(d.duration(v, vp))
 		case "fallback":
-			pol.Fallback = d.strPtr(v, vp)
+			pol.Fallback = opt(d.str(v, vp))
 		}
 	}) {
 		return nil
@@ -306,15 +244,15 @@ func (d *decoder) admission(n *node, p string) *AdmissionSpec {
 	if !d.object(n, p, admissionKeys, func(key string, v *node, vp string) {
 		switch key {
 		case "max_running_requests":
-			a.MaxRunningRequests = d.intPtr(v, vp)
+			a.MaxRunningRequests = opt(d.int(v, vp))
 		case "max_waiting_requests":
-			a.MaxWaitingRequests = d.intPtr(v, vp)
+			a.MaxWaitingRequests = opt(d.int(v, vp))
 		case "max_kv_tokens":
-			a.MaxKVTokens = d.intPtr(v, vp)
+			a.MaxKVTokens = opt(d.int(v, vp))
 		case "max_pending_prefill_tokens":
-			a.MaxPendingPrefillTokens = d.intPtr(v, vp)
+			a.MaxPendingPrefillTokens = opt(d.int(v, vp))
 		case "max_inflight_requests":
-			a.MaxInflightRequests = d.intPtr(v, vp)
+			a.MaxInflightRequests = opt(d.int(v, vp))
 		}
 	}) {
 		return nil

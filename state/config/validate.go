@@ -140,7 +140,7 @@ func (v *validator) engineList(ws []EngineSpec) {
 			if w.Role != RolePrefill && (w.Role == RolePlain || w.Role == RoleDecode) {
 				v.addf(join(p, "bootstrap_port"), "only valid for prefill workers (role is %s); remove it", w.Role)
 			} else if w.BootstrapPort > 65535 {
-				v.addf(join(p, "bootstrap_port"), "must be a port number between 1 and 65535")
+				v.addf(join(p, "bootstrap_port"), portRule)
 			}
 		}
 		for _, k := range sortedKeys(w.Labels) {
@@ -154,6 +154,12 @@ func (v *validator) engineList(ws []EngineSpec) {
 
 // maxDPSize bounds an engine's data-parallel size (ranks are ports base+r).
 const maxDPSize = 1024
+
+// Range rules that both the schema walk (of text) and Validate (of
+// documents built in code) state.
+const portRule = "must be a port number between 1 and 65535"
+
+var dpSizeRule = fmt.Sprintf("must be between 0 and %d", maxDPSize)
 
 // engineEndpoints checks the optional enginelink endpoints of an engine.
 func (v *validator) engineEndpoints(w EngineSpec, p string) {
@@ -176,7 +182,7 @@ func (v *validator) engineEndpoints(w EngineSpec, p string) {
 		}
 	}
 	if w.DPSize < 0 || w.DPSize > maxDPSize {
-		v.addf(join(p, "dp_size"), "must be between 0 and %d", maxDPSize)
+		v.addf(join(p, "dp_size"), "%s", dpSizeRule)
 	}
 	v.stringSet(w.LoRAAdapters, join(p, "lora_adapters"), "LoRA adapter")
 	for i, a := range w.LoRAAdapters {

@@ -8,8 +8,11 @@ import (
 	"time"
 )
 
-// decoder walks a generic tree against the schema, building a Document and
-// recording every structural problem. A null value counts as absent.
+// decoder walks a generic tree (tree.go) and decodes its values by type,
+// recording every structural problem with its path (path.go) and source
+// line: unknown and duplicate keys, values of the wrong type or out of
+// range. It knows no configuration: schema.go says which keys each mapping
+// has and what they mean. A null value counts as absent.
 type decoder struct {
 	problems []Problem
 	// discarded lists paths whose values were dropped for having the wrong
@@ -17,6 +20,13 @@ type decoder struct {
 	discarded []string
 	// lines maps each visited path to its source line.
 	lines map[string]int
+	// advise, when set, explains a key that a mapping does not allow: it
+	// returns the key's problems, or false for a plain unknown key.
+	advise func(key string, v *node, path string) ([]Problem, bool)
+}
+
+func newDecoder(advise func(key string, v *node, path string) ([]Problem, bool)) *decoder {
+	return &decoder{lines: map[string]int{}, advise: advise}
 }
 
 func (d *decoder) add(path string, line int, msg string) {
@@ -32,16 +42,22 @@ func (d *decoder) mismatch(path string, n *node, want string) {
 	d.reject(path, n, fmt.Sprintf("must be %s, not %s", want, n.describe()))
 }
 
+// duplicates reports the keys n repeats, at the paths keyPath builds.
+func (d *decoder) duplicates(n *node, path string, keyPath func(path, key string) string) {
+	for _, dup := range n.dups {
+		d.add(keyPath(path, dup.key), dup.line, fmt.Sprintf("duplicate key; it is first set at line %d, keep one", dup.first))
+	}
+}
+
 // object checks that n is a mapping whose keys are all in keys, calling set
-// for each allowed key. Unknown and dropped keys are reported.
+// for each allowed key. Unknown and duplicate keys are reported; null is
+// not a mapping here.
 func (d *decoder) object(n *node, path string, keys []string, set func(key string, v *node, p string)) bool {
 	if n.kind != kindMap {
 		d.mismatch(path, n, "a mapping")
 		return false
 	}
-	for _, dup := range n.dups {
-		d.add(join(path, dup.key), dup.line, fmt.Sprintf("duplicate key; it is first set at line %d, keep one", dup.first))
-	}
+	d.duplicates(n, path, join)
 	for _, pr := range n.pairs {
 		p := join(path, pr.key)
 		d.lines[p] = pr.line
@@ -49,13 +65,75 @@ func (d *decoder) object(n *node, path string, keys []string, set func(key strin
 			set(pr.key, pr.value, p)
 			continue
 		}
-		if probs, ok := droppedKey(pr.key, pr.value, p); ok {
-			d.problems = append(d.problems, probs...)
-			continue
+		if d.advise != nil {
+			if probs, ok := d.advise(pr.key, pr.value, p); ok {
+				d.problems = append(d.problems, probs...)
+				continue
+			}
 		}
 		d.add(p, pr.line, unknownKey(pr.key, keys))
 	}
 	return true
+}
+
+// objectOf decodes an optional mapping of the keys in keys into a new T,
+// set storing each key's value. Null, and a value that is not a mapping
+// (reported), yield nil.
+func objectOf[T any](d *decoder, n *node, path string, keys []string, set func(t *T, key string, v *node, p string)) *T {
+	if n.kind == kindNull {
+		return nil
+	}
+	t := new(T)
+	if !d.object(n, path, keys, func(key string, v *node, p string) { set(t, key, v, p) }) {
+		return nil
+	}
+	return t
+}
+
+// mapOf decodes a mapping whose keys the document chooses (model ids, label
+// keys) rather than the schema: each value's path brackets its key
+// (models["org/m"]) and item decodes the value. Null, an empty mapping and
+// a value that is not a mapping (reported as not want) yield nil.
+func mapOf[V any](d *decoder, n *node, path, want string, item func(v *node, p string) V) map[string]V {
+	if n.kind == kindNull {
+		return nil
+	}
+	if n.kind != kindMap {
+		d.mismatch(path, n, want)
+		return nil
+	}
+	d.duplicates(n, path, mapKey)
+	if len(n.pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]V, len(n.pairs))
+	for _, pr := range n.pairs {
+		p := mapKey(path, pr.key)
+		d.lines[p] = pr.line
+		out[pr.key] = item(pr.value, p)
+	}
+	return out
+}
+
+// listOf decodes a sequence, item decoding each element at its indexed
+// path; a bad element still takes its place, so later paths stay aligned.
+// Null, and a value that is not a sequence (reported as not want), yield
+// nil; an empty sequence yields an empty, non-nil slice.
+func listOf[T any](d *decoder, n *node, path, want string, item func(it *node, p string) T) []T {
+	if n.kind == kindNull {
+		return nil
+	}
+	if n.kind != kindSeq {
+		d.mismatch(path, n, want)
+		return nil
+	}
+	out := make([]T, 0, len(n.items))
+	for i, it := range n.items {
+		p := index(path, i)
+		d.lines[p] = it.line
+		out = append(out, item(it, p))
+	}
+	return out
 }
 
 // unknownKey suggests the closest allowed key, or lists them all.
@@ -71,6 +149,10 @@ func unknownKey(key string, keys []string) string {
 	}
 	return "unknown key; valid keys here are " + strings.Join(keys, ", ")
 }
+
+// foldKey lower-cases a key and folds '-' to '_', so that CLI spellings
+// (max-in-flight) match the schema's keys (max_in_flight).
+func foldKey(k string) string { return strings.ReplaceAll(strings.ToLower(k), "-", "_") }
 
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
@@ -92,6 +174,18 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// The scalar decoders return a value and whether n held one: false for
+// null (absent) and for a value of the wrong type, which they report.
+
+// opt turns a scalar decoder's result into an optional field's value.
+func opt[T any](v T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// str accepts any scalar: id: 10 is the string "10".
 func (d *decoder) str(n *node, p string) (string, bool) {
 	switch n.kind {
 	case kindNull:
@@ -103,13 +197,7 @@ func (d *decoder) str(n *node, p string) (string, bool) {
 	return "", false
 }
 
-func (d *decoder) strPtr(n *node, p string) *string {
-	if s, ok := d.str(n, p); ok {
-		return &s
-	}
-	return nil
-}
-
+// int accepts integers and floats with no fractional part (1e1).
 func (d *decoder) int(n *node, p string) (int64, bool) {
 	if n.kind == kindNull {
 		return 0, false
@@ -132,101 +220,76 @@ func (d *decoder) int(n *node, p string) (int64, bool) {
 	return 0, false
 }
 
-func (d *decoder) intPtr(n *node, p string) *int64 {
-	if v, ok := d.int(n, p); ok {
-		return &v
+// intIn is int for a value that must lie in [lo, hi]: one outside is
+// rejected with rule.
+func (d *decoder) intIn(n *node, p string, lo, hi int64, rule string) (int64, bool) {
+	v, ok := d.int(n, p)
+	if ok && (v < lo || v > hi) {
+		d.reject(p, n, rule)
+		return 0, false
 	}
-	return nil
+	return v, ok
 }
 
-func (d *decoder) floatPtr(n *node, p string) *float64 {
+// float accepts integers and finite floats.
+func (d *decoder) float(n *node, p string) (float64, bool) {
 	if n.kind == kindNull {
-		return nil
+		return 0, false
 	}
 	if n.kind == kindScalar {
 		switch n.styp {
 		case scalarInt:
 			if n.intOK {
-				f := float64(n.i)
-				return &f
+				return float64(n.i), true
 			}
 		case scalarFloat:
 			if math.IsNaN(n.f) || math.IsInf(n.f, 0) {
 				d.reject(p, n, "must be a finite number")
-				return nil
+				return 0, false
 			}
-			f := n.f
-			return &f
+			return n.f, true
 		}
 	}
 	d.mismatch(p, n, "a number")
-	return nil
+	return 0, false
 }
 
-func (d *decoder) boolPtr(n *node, p string) *bool {
+func (d *decoder) bool(n *node, p string) (bool, bool) {
 	if n.kind == kindNull {
-		return nil
+		return false, false
 	}
 	if n.kind == kindScalar && n.styp == scalarBool {
-		b := n.b
-		return &b
+		return n.b, true
 	}
 	d.mismatch(p, n, "true or false")
-	return nil
+	return false, false
 }
 
-func (d *decoder) durationPtr(n *node, p string) *Duration {
+// duration accepts a string time.ParseDuration accepts ("600s").
+func (d *decoder) duration(n *node, p string) (Duration, bool) {
 	if n.kind == kindNull {
-		return nil
+		return Duration{}, false
 	}
 	if n.kind == kindScalar && n.styp == scalarString {
 		v, err := time.ParseDuration(n.text)
 		if err == nil {
-			return &Duration{v}
+			return Duration{v}, true
 		}
 	}
 	d.reject(p, n, `must be a Go duration string such as "600s"`)
-	return nil
+	return Duration{}, false
 }
 
-// strList decodes a list of strings. A bad item keeps its index with an
-// empty placeholder so later paths stay aligned. An empty list is non-nil.
-func (d *decoder) strList(n *node, p string) ([]string, bool) {
-	if n.kind == kindNull {
-		return nil, false
-	}
-	if n.kind != kindSeq {
-		d.mismatch(p, n, "a list of strings")
-		return nil, false
-	}
-	out := make([]string, 0, len(n.items))
-	for i, it := range n.items {
-		ip := index(p, i)
-		d.lines[ip] = it.line
+// strList decodes a list of strings, where a null item is missing (and
+// reported). A bad item keeps its place with an empty string.
+func (d *decoder) strList(n *node, p string) []string {
+	return listOf(d, n, p, "a list of strings", func(it *node, ip string) string {
 		s, ok := d.str(it, ip)
 		if !ok && it.kind == kindNull {
 			d.mismatch(ip, it, "a string")
 		}
-		out = append(out, s)
-	}
-	return out, true
-}
-
-// list calls item for each element of a sequence.
-func (d *decoder) list(n *node, p string, item func(i int, it *node, ip string)) bool {
-	if n.kind == kindNull {
-		return false
-	}
-	if n.kind != kindSeq {
-		d.mismatch(p, n, "a list")
-		return false
-	}
-	for i, it := range n.items {
-		ip := index(p, i)
-		d.lines[ip] = it.line
-		item(i, it, ip)
-	}
-	return true
+		return s
+	})
 }
 
 // lineFor returns the source line of path or of its nearest recorded
