@@ -18,12 +18,8 @@ var (
 	groupsKeys    = []string{"plain", "pd"}
 	pdKeys        = []string{"prefill", "decode"}
 	groupKeys     = []string{"worker_ids", "policy"}
-	admissionKeys = []string{"max_running_requests", "max_waiting_requests", "max_kv_tokens",
-		"max_pending_prefill_tokens", "max_inflight_requests"}
-	policyKeys = []string{"type", "admission", "min_match_tokens", "min_match_ratio",
-		"candidate_min", "candidate_ratio", "candidate_max", "switch_margin_tokens",
-		"pressure_guard", "guard_absolute_tokens", "guard_absolute_ms", "guard_factor",
-		"queue_limit", "saturation_floor", "miss_choices", "idle_timeout", "fallback"}
+	admissionKeys = keysOf(admissionCaps, func(c admissionCap) string { return c.key })
+	policyKeys    = append([]string{"type", "admission"}, keysOf(policySettings, func(s policySetting) string { return s.key })...)
 )
 
 // document decodes the whole tree; a missing (empty) document is the empty
@@ -192,70 +188,37 @@ func (d *decoder) policy(n *node, p string) *PolicySpec {
 			return nil
 		}
 	}
-	pol := &PolicySpec{}
-	if !d.object(n, p, policyKeys, func(key string, v *node, vp string) {
+	return objectOf(d, n, p, policyKeys, func(pol *PolicySpec, key string, v *node, vp string) {
 		switch key {
 		case "type":
 			pol.Type, _ = d.str(v, vp)
 		case "admission":
 			pol.Admission = d.admission(v, vp)
-		case "min_match_tokens":
-			pol.MinMatchTokens = opt(d.int(v, vp))
-		case "min_match_ratio":
-			pol.MinMatchRatio = opt(d.float(v, vp))
-		case "candidate_min":
-			pol.CandidateMin = opt(d.int(v, vp))
-		case "candidate_ratio":
-			pol.CandidateRatio = opt(d.float(v, vp))
-		case "candidate_max":
-			pol.CandidateMax = opt(d.int(v, vp))
-		case "switch_margin_tokens":
-			pol.SwitchMarginTokens = opt(d.int(v, vp))
-		case "pressure_guard":
-			pol.PressureGuard = opt(d.bool(v, vp))
-		case "guard_absolute_tokens":
-			pol.GuardAbsoluteTokens = opt(d.int(v, vp))
-		case "guard_absolute_ms":
-			pol.GuardAbsoluteMillis = opt(d.int(v, vp))
-		case "guard_factor":
-			pol.GuardFactor = opt(d.float(v, vp))
-		case "queue_limit":
-			pol.QueueLimit = opt(d.int(v, vp))
-		case "saturation_floor":
-			pol.SaturationFloor = opt(d.int(v, vp))
-		case "miss_choices":
-			pol.MissChoices = opt(d.int(v, vp))
-		case "idle_timeout":
-			pol.IdleTimeout = opt(d.duration(v, vp))
-		case "fallback":
-			pol.Fallback = opt(d.str(v, vp))
+		default:
+			for _, s := range policySettings {
+				if s.key == key {
+					s.decode(d, v, vp, pol)
+				}
+			}
 		}
-	}) {
-		return nil
-	}
-	return pol
+	})
 }
 
 func (d *decoder) admission(n *node, p string) *AdmissionSpec {
-	if n.kind == kindNull {
-		return nil
-	}
-	a := &AdmissionSpec{}
-	if !d.object(n, p, admissionKeys, func(key string, v *node, vp string) {
-		switch key {
-		case "max_running_requests":
-			a.MaxRunningRequests = opt(d.int(v, vp))
-		case "max_waiting_requests":
-			a.MaxWaitingRequests = opt(d.int(v, vp))
-		case "max_kv_tokens":
-			a.MaxKVTokens = opt(d.int(v, vp))
-		case "max_pending_prefill_tokens":
-			a.MaxPendingPrefillTokens = opt(d.int(v, vp))
-		case "max_inflight_requests":
-			a.MaxInflightRequests = opt(d.int(v, vp))
+	return objectOf(d, n, p, admissionKeys, func(a *AdmissionSpec, key string, v *node, vp string) {
+		for _, c := range admissionCaps {
+			if c.key == key {
+				*c.field(a) = opt(d.int(v, vp))
+			}
 		}
-	}) {
-		return nil
+	})
+}
+
+// keysOf lists the keys of a table's entries, in its order.
+func keysOf[T any](table []T, key func(T) string) []string {
+	out := make([]string, len(table))
+	for i, e := range table {
+		out[i] = key(e)
 	}
-	return a
+	return out
 }

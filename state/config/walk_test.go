@@ -89,6 +89,17 @@ func TestParseShapes(t *testing.T) {
 		{name: "group not a mapping", in: "buckets:\n  - id: a\n    groups: {plain: [x]}\n", want: []Problem{
 			{"buckets[0].groups.plain", "must be a mapping, not a list (line 3)"},
 		}},
+		// The settings tables: admission caps and policy settings.
+		{name: "admission keys", in: "default_policy: {plain: {type: random, admission: {max_runing_requests: 1, colour: 2, max_kv_tokens: x}}}\n", want: []Problem{
+			{"default_policy.plain.admission.max_runing_requests", `unknown key; did you mean "max_running_requests"? (line 1)`},
+			{"default_policy.plain.admission.colour", "unknown key; valid keys here are max_running_requests, max_waiting_requests, max_kv_tokens, max_pending_prefill_tokens, max_inflight_requests (line 1)"},
+			{"default_policy.plain.admission.max_kv_tokens", "must be an integer, not a string (line 1)"},
+		}},
+		{name: "policy settings of the wrong type", in: "default_policy:\n  prefill: {type: cache_aware, candidate_ratio: [1], queue_limit: 1.5, fallback: {a: 1}}\n", want: []Problem{
+			{"default_policy.prefill.candidate_ratio", "must be a number, not a list (line 2)"},
+			{"default_policy.prefill.queue_limit", "must be an integer, not a number (line 2)"},
+			{"default_policy.prefill.fallback", "must be a string, not a mapping (line 2)"},
+		}},
 		{name: "null optional settings", in: "default_policy: {plain: {type: random, admission: ~, fallback: ~}, decode: ~}\nmodels: {m: ~}\n"},
 	}
 	for _, tt := range tests {
