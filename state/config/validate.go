@@ -64,7 +64,7 @@ func (v *validator) document(d *Document) {
 	}
 	ids := map[string]int{}
 	for i, b := range d.Buckets {
-		v.bucket(b, index("buckets", i), ids, i)
+		v.bucket(b, i, ids)
 	}
 	v.stagePolicies(d.DefaultPolicy, "default_policy")
 	for _, name := range sortedKeys(d.Models) {
@@ -95,24 +95,18 @@ func (v *validator) engineList(ws []EngineSpec) {
 	modelKind := map[string]seenAt{}
 	for i, w := range ws {
 		p := index("workers", i)
-		switch first, dup := firstIndex[w.ID]; {
-		case checkID(w.ID, "worker") != "":
-			v.addf(join(p, "id"), "%s", checkID(w.ID, "worker"))
-		case dup:
-			v.addf(join(p, "id"), "duplicate worker id %q (also workers[%d]); worker ids must be unique", w.ID, first)
-		default:
-			firstIndex[w.ID] = i
+		if v.uniqueID(firstIndex, "workers", "worker", w.ID, i) {
 			v.engines[w.ID] = w.Role
 		}
-		if u, err := url.Parse(w.URL); w.URL == "" {
+		if w.URL == "" {
 			v.addf(join(p, "url"), `required; set the engine's base URL such as "http://10.0.0.5:30000"`)
-		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		} else if !isHTTPURL(w.URL) {
 			v.addf(join(p, "url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000"`)
 		}
 		if len(w.Models) == 0 {
 			v.addf(join(p, "models"), "required; list at least one model id the engine serves")
 		}
-		v.stringSet(w.Models, join(p, "models"), "model")
+		v.uniqueEntries(w.Models, join(p, "models"), modelEntries, nil)
 		switch w.Role {
 		case "":
 			v.addf(join(p, "role"), "required; set plain, prefill or decode")
@@ -176,15 +170,13 @@ func (v *validator) engineEndpoints(w EngineSpec, p string) {
 			v.addf(join(p, "kv_replay_endpoint"), "set without kv_events_endpoint; replay only fills gaps of an event stream, so set both or neither")
 		}
 	}
-	if w.MetricsURL != "" {
-		if u, err := url.Parse(w.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.addf(join(p, "metrics_url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`)
-		}
+	if w.MetricsURL != "" && !isHTTPURL(w.MetricsURL) {
+		v.addf(join(p, "metrics_url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`)
 	}
 	if w.DPSize < 0 || w.DPSize > maxDPSize {
 		v.addf(join(p, "dp_size"), "%s", dpSizeRule)
 	}
-	v.stringSet(w.LoRAAdapters, join(p, "lora_adapters"), "LoRA adapter")
+	v.uniqueEntries(w.LoRAAdapters, join(p, "lora_adapters"), adapterEntries, nil)
 	for i, a := range w.LoRAAdapters {
 		if slices.Contains(w.Models, a) {
 			v.addf(index(join(p, "lora_adapters"), i), "%q is also listed in models; list an adapter only under lora_adapters", a)
@@ -219,37 +211,77 @@ func CheckZMQEndpoint(ep string) error {
 	return nil
 }
 
-// stringSet checks that a list's entries are non-empty and unique.
-func (v *validator) stringSet(items []string, path, what string) {
+// isHTTPURL reports whether s is an absolute http or https URL.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// uniqueID checks the id of entry i of the list at path list ("workers"),
+// whose entries are each a what ("worker"): it must follow the id rule and
+// not repeat an id in seen, where it is then recorded. It reports whether
+// the id was recorded.
+func (v *validator) uniqueID(seen map[string]int, list, what, id string, i int) bool {
+	p := join(index(list, i), "id")
+	first, dup := seen[id]
+	switch msg := checkID(id, what); {
+	case msg != "":
+		v.addf(p, "%s", msg)
+	case dup:
+		v.addf(p, "duplicate %s id %q (also %s[%d]); %s ids must be unique", what, id, list, first, what)
+	default:
+		seen[id] = i
+		return true
+	}
+	return false
+}
+
+// entryRule says when an entry of a list of names is empty, and how
+// problems name its entries.
+type entryRule struct {
+	blank func(string) bool
+	empty string // the problem of a blank entry
+	noun  string // what a repeated entry is: duplicate <noun> "x"
+}
+
+var (
+	modelEntries   = entryRule{blank: isBlank, empty: "model id must not be empty", noun: "model"}
+	adapterEntries = entryRule{blank: isBlank, empty: "LoRA adapter id must not be empty", noun: "LoRA adapter"}
+	// A group's worker ids are checked against the engine list, when the
+	// document has one, or at run time: only "" is blank here.
+	workerIDEntries = entryRule{blank: func(s string) bool { return s == "" }, empty: "worker id must not be empty", noun: "worker id"}
+)
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// uniqueEntries checks that no entry of a list of names is blank or
+// repeated, and calls each (when set) with every other entry.
+func (v *validator) uniqueEntries(items []string, path string, r entryRule, each func(p, s string)) {
 	first := map[string]int{}
 	for i, s := range items {
 		ip := index(path, i)
-		if strings.TrimSpace(s) == "" {
-			v.addf(ip, "%s id must not be empty", what)
+		if r.blank(s) {
+			v.addf(ip, "%s", r.empty)
 			continue
 		}
 		if j, dup := first[s]; dup {
-			v.addf(ip, "duplicate %s %q (also at index %d); list it once", what, s, j)
+			v.addf(ip, "duplicate %s %q (also at index %d); list it once", r.noun, s, j)
 			continue
 		}
 		first[s] = i
+		if each != nil {
+			each(ip, s)
+		}
 	}
 }
 
-func (v *validator) bucket(b BucketSpec, p string, ids map[string]int, i int) {
-	idPath := join(p, "id")
-	switch first, dup := ids[b.ID]; {
-	case checkID(b.ID, "bucket") != "":
-		v.addf(idPath, "%s", checkID(b.ID, "bucket"))
-	case dup:
-		v.addf(idPath, "duplicate bucket id %q (also buckets[%d]); bucket ids must be unique", b.ID, first)
-	default:
-		ids[b.ID] = i
-	}
+func (v *validator) bucket(b BucketSpec, i int, ids map[string]int) {
+	p := index("buckets", i)
+	v.uniqueID(ids, "buckets", "bucket", b.ID, i)
 	if b.Models != nil && len(b.Models) == 0 {
 		v.addf(join(p, "models"), "empty list; omit the key to serve every model")
 	}
-	v.stringSet(b.Models, join(p, "models"), "model")
+	v.uniqueEntries(b.Models, join(p, "models"), modelEntries, nil)
 	lp := join(p, "limits")
 	if b.Limits.Min < 0 {
 		v.addf(join(lp, "min"), "must be >= 0")
@@ -293,21 +325,9 @@ func idRune(r rune) bool {
 
 func (v *validator) group(g *GroupSpec, p, stage string) {
 	if g.EngineIDs != nil {
-		wp := join(p, "worker_ids")
-		first := map[string]int{}
-		for i, id := range *g.EngineIDs {
-			ip := index(wp, i)
-			if id == "" {
-				v.addf(ip, "worker id must not be empty")
-				continue
-			}
-			if j, dup := first[id]; dup {
-				v.addf(ip, "duplicate worker id %q (also at index %d); list it once", id, j)
-				continue
-			}
-			first[id] = i
+		v.uniqueEntries(*g.EngineIDs, join(p, "worker_ids"), workerIDEntries, func(ip, id string) {
 			if v.engines == nil {
-				continue
+				return
 			}
 			role, ok := v.engines[id]
 			switch {
@@ -316,7 +336,7 @@ func (v *validator) group(g *GroupSpec, p, stage string) {
 			case role != stage && (role == RolePlain || role == RolePrefill || role == RoleDecode):
 				v.addf(ip, "worker %q has role %s; a %s group takes %s engines", id, role, stage, stage)
 			}
-		}
+		})
 	}
 	v.policy(g.Policy, join(p, "policy"), stage)
 }
