@@ -10,30 +10,29 @@ import (
 // how the schema walk decodes it and the rules Validate checks, in one
 // place. policySettings is the one list of them.
 type policySetting struct {
-	key   string
+	field[PolicySpec]
 	types []string // the policy types it applies to
 	guard bool     // pressure-guard tuning
-	// decode stores the value at n in p.
-	decode func(d *decoder, n *node, path string, p *PolicySpec)
-	isSet  func(*PolicySpec) bool
-	check  func(*PolicySpec) string // range problem, or ""
+	isSet func(*PolicySpec) bool
+	check func(*PolicySpec) string // range problem, or ""
 }
 
-// setting describes the setting key of the *T field that field points to:
+// setting describes the setting key of the *T field that ref points to:
 // read decodes its value, check (when not nil) returns what is wrong with
 // a set value v of p, or "".
-func setting[T any](key string, types []string, field func(*PolicySpec) **T,
+func setting[T any](key string, types []string, ref func(*PolicySpec) **T,
 	read func(*decoder, *node, string) (T, bool), check func(p *PolicySpec, v T) string) policySetting {
 	return policySetting{
-		key:    key,
-		types:  types,
-		decode: func(d *decoder, n *node, path string, p *PolicySpec) { *field(p) = opt(read(d, n, path)) },
-		isSet:  func(p *PolicySpec) bool { return *field(p) != nil },
+		field: field[PolicySpec]{key, func(d *decoder, p *PolicySpec, v *node, path string) {
+			*ref(p) = opt(read(d, v, path))
+		}},
+		types: types,
+		isSet: func(p *PolicySpec) bool { return *ref(p) != nil },
 		check: func(p *PolicySpec) string {
 			if check == nil {
 				return ""
 			}
-			return check(p, **field(p))
+			return check(p, **ref(p))
 		},
 	}
 }
@@ -160,7 +159,7 @@ func guardOn(p *PolicySpec, rangeProblem string) string {
 // admissionCap is one cap of an AdmissionSpec: its key and its field.
 type admissionCap struct {
 	key   string
-	field func(*AdmissionSpec) **int64
+	limit func(*AdmissionSpec) **int64
 }
 
 // admissionCaps lists the caps in documentation order.

@@ -389,7 +389,7 @@ func (v *validator) policy(pol *PolicySpec, p, stage string) {
 	if a := pol.Admission; a != nil {
 		ap := join(p, "admission")
 		for _, c := range admissionCaps {
-			if limit := *c.field(a); limit != nil && *limit < 1 {
+			if limit := *c.limit(a); limit != nil && *limit < 1 {
 				v.addf(join(ap, c.key), "must be >= 1; omit it to leave this metric unchecked")
 			}
 		}

@@ -76,18 +76,46 @@ func (d *decoder) object(n *node, path string, keys []string, set func(key strin
 	return true
 }
 
-// objectOf decodes an optional mapping of the keys in keys into a new T,
-// set storing each key's value. Null, and a value that is not a mapping
-// (reported), yield nil.
-func objectOf[T any](d *decoder, n *node, path string, keys []string, set func(t *T, key string, v *node, p string)) *T {
+// A field is one key of a mapping and how its value decodes into the T
+// that the mapping builds.
+type field[T any] struct {
+	key string
+	set func(d *decoder, t *T, v *node, p string)
+}
+
+// fields decodes mapping n into t, each key by its field; other keys are
+// reported as object does.
+func fields[T any](d *decoder, n *node, path string, fs []field[T], t *T) bool {
+	return d.object(n, path, keysOf(fs), func(key string, v *node, p string) {
+		for _, f := range fs {
+			if f.key == key {
+				f.set(d, t, v, p)
+				return
+			}
+		}
+	})
+}
+
+// objectOf decodes an optional mapping into a new T, as fields does. Null,
+// and a value that is not a mapping (reported), yield nil.
+func objectOf[T any](d *decoder, n *node, path string, fs []field[T]) *T {
 	if n.kind == kindNull {
 		return nil
 	}
 	t := new(T)
-	if !d.object(n, path, keys, func(key string, v *node, p string) { set(t, key, v, p) }) {
+	if !fields(d, n, path, fs, t) {
 		return nil
 	}
 	return t
+}
+
+// keysOf lists the keys of fs, in its order.
+func keysOf[T any](fs []field[T]) []string {
+	keys := make([]string, len(fs))
+	for i, f := range fs {
+		keys[i] = f.key
+	}
+	return keys
 }
 
 // mapOf decodes a mapping whose keys the document chooses (model ids, label
