@@ -53,27 +53,18 @@ var ErrUnavailable = errors.New("configuration store unavailable")
 
 // UnavailableError is an [ErrUnavailable] whose Detail is safe to show to the
 // caller (it names no address, database or user), e.g. whether anything was
-// written; Err, when set, is the cause, for logs.
+// written.
 type UnavailableError struct {
 	Detail string
-	Err    error
 }
 
-// Error joins ErrUnavailable, Detail and the cause.
+// Error joins ErrUnavailable and Detail.
 func (e *UnavailableError) Error() string {
-	if e.Err == nil {
-		return ErrUnavailable.Error() + ": " + e.Detail
-	}
-	return ErrUnavailable.Error() + ": " + e.Detail + ": " + e.Err.Error()
+	return ErrUnavailable.Error() + ": " + e.Detail
 }
 
-// Unwrap returns ErrUnavailable and the cause.
-func (e *UnavailableError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrUnavailable}
-	}
-	return []error{ErrUnavailable, e.Err}
-}
+// Unwrap returns ErrUnavailable.
+func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
 
 // VersionInfo describes one entry of a store's version log.
 type VersionInfo struct {

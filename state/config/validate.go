@@ -158,12 +158,12 @@ var dpSizeRule = fmt.Sprintf("must be between 0 and %d", maxDPSize)
 // engineEndpoints checks the optional enginelink endpoints of an engine.
 func (v *validator) engineEndpoints(w EngineSpec, p string) {
 	if w.KVEventsEndpoint != "" {
-		if err := CheckZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, BindPrefix)); err != nil {
+		if err := checkZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, bindPrefix)); err != nil {
 			v.addf(join(p, "kv_events_endpoint"), "%v (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)", err)
 		}
 	}
 	if w.KVReplayEndpoint != "" {
-		if err := CheckZMQEndpoint(w.KVReplayEndpoint); err != nil {
+		if err := checkZMQEndpoint(w.KVReplayEndpoint); err != nil {
 			v.addf(join(p, "kv_replay_endpoint"), "%v", err)
 		}
 		if w.KVEventsEndpoint == "" {
@@ -184,13 +184,13 @@ func (v *validator) engineEndpoints(w EngineSpec, p string) {
 	}
 }
 
-// BindPrefix marks a KV-events endpoint the link binds (engines connect to
+// bindPrefix marks a KV-events endpoint the link binds (engines connect to
 // it) rather than connects to.
-const BindPrefix = "bind:"
+const bindPrefix = "bind:"
 
-// CheckZMQEndpoint reports whether ep is a ZMQ endpoint enginelink can use:
+// checkZMQEndpoint reports whether ep is a ZMQ endpoint enginelink can use:
 // tcp://host:port, ipc://path or inproc://name.
-func CheckZMQEndpoint(ep string) error {
+func checkZMQEndpoint(ep string) error {
 	scheme, rest, ok := strings.Cut(ep, "://")
 	if !ok || rest == "" {
 		return fmt.Errorf("%q is not a ZMQ endpoint; use tcp://host:port, ipc://path or inproc://name", ep)
