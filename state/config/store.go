@@ -107,35 +107,21 @@ func AuthorFrom(ctx context.Context) string {
 // "buckets: +long ~short; workers: -a2". It returns "no changes" when the
 // documents encode identically.
 func Summarize(prev, next *Document) string {
-	var parts []string
-	bucketsOf := func(d *Document) map[string]string {
-		m := map[string]string{}
-		for _, b := range d.EffectiveBuckets() {
-			m[b.ID] = encodeJSON(b)
-		}
-		return m
-	}
-	enginesOf := func(d *Document) map[string]string {
-		m := map[string]string{}
-		if d != nil {
-			for _, w := range d.Engines {
-				m[w.ID] = encodeJSON(w)
-			}
-		}
-		return m
-	}
-	if s := diffSets(bucketsOf(prev), bucketsOf(next)); s != "" {
-		parts = append(parts, "buckets: "+s)
-	}
-	if s := diffSets(enginesOf(prev), enginesOf(next)); s != "" {
-		parts = append(parts, "workers: "+s)
-	}
 	pp, np := prev, next
 	if pp == nil {
 		pp = &Document{}
 	}
 	if np == nil {
 		np = &Document{}
+	}
+	var parts []string
+	bucketID := func(b BucketSpec) string { return b.ID }
+	if s := diffSets(encodedByID(pp.EffectiveBuckets(), bucketID), encodedByID(np.EffectiveBuckets(), bucketID)); s != "" {
+		parts = append(parts, "buckets: "+s)
+	}
+	engineID := func(w EngineSpec) string { return w.ID }
+	if s := diffSets(encodedByID(pp.Engines, engineID), encodedByID(np.Engines, engineID)); s != "" {
+		parts = append(parts, "workers: "+s)
 	}
 	if encodeJSON(pp.DefaultPolicy) != encodeJSON(np.DefaultPolicy) {
 		parts = append(parts, "default_policy changed")
@@ -150,6 +136,15 @@ func Summarize(prev, next *Document) string {
 		return "no changes"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// encodedByID maps each item's id to its JSON encoding.
+func encodedByID[T any](items []T, id func(T) string) map[string]string {
+	m := make(map[string]string, len(items))
+	for _, it := range items {
+		m[id(it)] = encodeJSON(it)
+	}
+	return m
 }
 
 func diffSets(prev, next map[string]string) string {
