@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -67,7 +67,7 @@ func (v *validator) document(d *Document) {
 		v.bucket(b, i, ids)
 	}
 	v.stagePolicies(d.DefaultPolicy, "default_policy")
-	for _, name := range sortedKeys(d.Models) {
+	for _, name := range slices.Sorted(maps.Keys(d.Models)) {
 		p := mapKey("models", name)
 		if strings.TrimSpace(name) == "" {
 			v.addf(p, "model id must not be empty; name the model these settings apply to")
@@ -131,13 +131,13 @@ func (v *validator) engineList(ws []EngineSpec) {
 			v.addf(join(p, "role"), "unknown role %q; set plain, prefill or decode", w.Role)
 		}
 		if w.BootstrapPort != 0 {
-			if w.Role != RolePrefill && (w.Role == RolePlain || w.Role == RoleDecode) {
+			if w.Role != RolePrefill && isRole(w.Role) {
 				v.addf(join(p, "bootstrap_port"), "only valid for prefill workers (role is %s); remove it", w.Role)
 			} else if w.BootstrapPort > 65535 {
 				v.addf(join(p, "bootstrap_port"), portRule)
 			}
 		}
-		for _, k := range sortedKeys(w.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(w.Labels)) {
 			if k == "" {
 				v.addf(mapKey(join(p, "labels"), k), "label key must not be empty")
 			}
@@ -333,7 +333,7 @@ func (v *validator) group(g *GroupSpec, p, stage string) {
 			switch {
 			case !ok:
 				v.addf(ip, "worker %q is not listed in workers; add it there or remove it from this group", id)
-			case role != stage && (role == RolePlain || role == RolePrefill || role == RoleDecode):
+			case role != stage && isRole(role):
 				v.addf(ip, "worker %q has role %s; a %s group takes %s engines", id, role, stage, stage)
 			}
 		})
@@ -396,11 +396,5 @@ func (v *validator) policy(pol *PolicySpec, p, stage string) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// isRole reports whether r is an engine role.
+func isRole(r string) bool { return r == RolePlain || r == RolePrefill || r == RoleDecode }
