@@ -49,10 +49,17 @@ func (d *decoder) duplicates(n *node, path string, keyPath func(path, key string
 	}
 }
 
-// object checks that n is a mapping whose keys are all in keys, calling set
-// for each allowed key. Unknown and duplicate keys are reported; null is
-// not a mapping here.
-func (d *decoder) object(n *node, path string, keys []string, set func(key string, v *node, p string)) bool {
+// A field is one key of a mapping and how its value decodes into the T
+// that the mapping builds.
+type field[T any] struct {
+	key string
+	set func(d *decoder, t *T, v *node, p string)
+}
+
+// fields decodes n, which must be a mapping (null is not one here), into
+// t: each key by its field. Duplicate keys and keys with no field are
+// reported.
+func fields[T any](d *decoder, n *node, path string, fs []field[T], t *T) bool {
 	if n.kind != kindMap {
 		d.mismatch(path, n, "a mapping")
 		return false
@@ -61,8 +68,8 @@ func (d *decoder) object(n *node, path string, keys []string, set func(key strin
 	for _, pr := range n.pairs {
 		p := join(path, pr.key)
 		d.lines[p] = pr.line
-		if slices.Contains(keys, pr.key) {
-			set(pr.key, pr.value, p)
+		if i := slices.IndexFunc(fs, func(f field[T]) bool { return f.key == pr.key }); i >= 0 {
+			fs[i].set(d, t, pr.value, p)
 			continue
 		}
 		if d.advise != nil {
@@ -71,29 +78,9 @@ func (d *decoder) object(n *node, path string, keys []string, set func(key strin
 				continue
 			}
 		}
-		d.add(p, pr.line, unknownKey(pr.key, keys))
+		d.add(p, pr.line, unknownKey(pr.key, keysOf(fs)))
 	}
 	return true
-}
-
-// A field is one key of a mapping and how its value decodes into the T
-// that the mapping builds.
-type field[T any] struct {
-	key string
-	set func(d *decoder, t *T, v *node, p string)
-}
-
-// fields decodes mapping n into t, each key by its field; other keys are
-// reported as object does.
-func fields[T any](d *decoder, n *node, path string, fs []field[T], t *T) bool {
-	return d.object(n, path, keysOf(fs), func(key string, v *node, p string) {
-		for _, f := range fs {
-			if f.key == key {
-				f.set(d, t, v, p)
-				return
-			}
-		}
-	})
 }
 
 // objectOf decodes an optional mapping into a new T, as fields does. Null,
