@@ -19,8 +19,8 @@ const (
 
 // IDs of the buckets [DefaultBuckets] returns.
 const (
-	BucketPlain = "plain"
-	BucketPD    = "pd"
+	bucketPlain = "plain"
+	bucketPD    = "pd"
 )
 
 // Document is a whole configuration. Its zero value is valid: no engine list
@@ -178,8 +178,8 @@ type GroupSpec struct {
 // engine, with no attached policy. Each call returns fresh values.
 func DefaultBuckets() []BucketSpec {
 	return []BucketSpec{
-		{ID: BucketPlain, Rank: 0, Groups: GroupsSpec{Plain: &GroupSpec{}}},
-		{ID: BucketPD, Rank: 1, Groups: GroupsSpec{PD: &PDSpec{Prefill: &GroupSpec{}, Decode: &GroupSpec{}}}},
+		{ID: bucketPlain, Rank: 0, Groups: GroupsSpec{Plain: &GroupSpec{}}},
+		{ID: bucketPD, Rank: 1, Groups: GroupsSpec{PD: &PDSpec{Prefill: &GroupSpec{}, Decode: &GroupSpec{}}}},
 	}
 }
 
@@ -218,7 +218,7 @@ func (d *Document) Clone() *Document {
 	if d == nil {
 		return nil
 	}
-	out := &Document{DefaultPolicy: d.DefaultPolicy.Clone()}
+	out := &Document{DefaultPolicy: d.DefaultPolicy.clone()}
 	if d.Engines != nil {
 		out.Engines = make([]EngineSpec, len(d.Engines))
 		for i, w := range d.Engines {
@@ -237,14 +237,14 @@ func (d *Document) Clone() *Document {
 	if d.Models != nil {
 		out.Models = make(map[string]ModelSpec, len(d.Models))
 		for k, m := range d.Models {
-			out.Models[k] = ModelSpec{DefaultPolicy: m.DefaultPolicy.Clone()}
+			out.Models[k] = ModelSpec{DefaultPolicy: m.DefaultPolicy.clone()}
 		}
 	}
 	return out
 }
 
-// Clone returns a deep copy of s; nil yields nil.
-func (s *StagePolicies) Clone() *StagePolicies {
+// clone returns a deep copy of s; nil yields nil.
+func (s *StagePolicies) clone() *StagePolicies {
 	if s == nil {
 		return nil
 	}
@@ -256,15 +256,15 @@ func (b BucketSpec) Clone() BucketSpec {
 	b.Models = slices.Clone(b.Models)
 	b.Limits.Max = clonePtr(b.Limits.Max)
 	b.MaxContextTokens = clonePtr(b.MaxContextTokens)
-	b.Groups.Plain = b.Groups.Plain.Clone()
+	b.Groups.Plain = b.Groups.Plain.clone()
 	if b.Groups.PD != nil {
-		b.Groups.PD = &PDSpec{Prefill: b.Groups.PD.Prefill.Clone(), Decode: b.Groups.PD.Decode.Clone()}
+		b.Groups.PD = &PDSpec{Prefill: b.Groups.PD.Prefill.clone(), Decode: b.Groups.PD.Decode.clone()}
 	}
 	return b
 }
 
-// Clone returns a deep copy of g; nil yields nil.
-func (g *GroupSpec) Clone() *GroupSpec {
+// clone returns a deep copy of g; nil yields nil.
+func (g *GroupSpec) clone() *GroupSpec {
 	if g == nil {
 		return nil
 	}

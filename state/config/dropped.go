@@ -1,7 +1,5 @@
 package config
 
-import "strings"
-
 // Messages for the options SGLang's router dropped (docs/decisions.md,
 // "Dropped options"). Each says what replaces the option.
 const (
@@ -41,8 +39,6 @@ var droppedFilters = map[string]string{
 	"prefix_cache": msgDroppedPrefix,
 	"overloaded":   msgDroppedInFlight,
 }
-
-func foldKey(k string) string { return strings.ReplaceAll(strings.ToLower(k), "-", "_") }
 
 // droppedKey reports the problems for a dropped key at path, or false when
 // key is not a dropped option.

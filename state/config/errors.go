@@ -44,6 +44,14 @@ type Problem struct {
 	Message string
 }
 
+// withLine ends a problem message with its source line, when known.
+func withLine(msg string, line int) string {
+	if line <= 0 {
+		return msg
+	}
+	return fmt.Sprintf("%s (line %d)", msg, line)
+}
+
 // String renders the problem as "path: message".
 func (p Problem) String() string {
 	if p.Path == "" {

@@ -15,12 +15,12 @@ import (
 	"time"
 )
 
-// DefaultPollInterval is how often [FileStore.Run] checks the file when
+// defaultPollInterval is how often [FileStore.Run] checks the file when
 // FileStoreConfig.PollInterval is zero.
-const DefaultPollInterval = 2 * time.Second
+const defaultPollInterval = 2 * time.Second
 
-// SourceDefaults is the Snapshot.Source of a store without a file.
-const SourceDefaults = "defaults"
+// sourceDefaults is the Snapshot.Source of a store without a file.
+const sourceDefaults = "defaults"
 
 // Snapshot is one immutable, validated version of the configuration.
 type Snapshot struct {
@@ -29,7 +29,7 @@ type Snapshot struct {
 	// Document is valid and shared by every reader: never modify it; use
 	// Document.Clone to derive a new one.
 	Document *Document
-	// Source is the file path, or SourceDefaults.
+	// Source is the file path, or "defaults" for a store without a file.
 	Source string
 	// LoadedAt is when this version was loaded or applied.
 	LoadedAt time.Time
@@ -37,17 +37,9 @@ type Snapshot struct {
 
 // FileStoreConfig holds the optional settings of a [FileStore].
 type FileStoreConfig struct {
-	// PollInterval is how often Run checks the file; zero means
-	// DefaultPollInterval.
+	// PollInterval is how often Run checks the file; zero means two
+	// seconds.
 	PollInterval time.Duration
-	// HistoryDir keeps the version log on disk, one JSON file per version, so
-	// versions keep their numbers and rollback works across restarts. Empty
-	// means [HistoryDirFor] the file. It is created by the first Apply or
-	// Rollback.
-	HistoryDir string
-	// HistoryLimit is how many versions are kept (older ones are pruned);
-	// zero means DefaultHistoryLimit.
-	HistoryLimit int
 	// Serviceable, when set, refuses a valid document its consumer cannot
 	// serve (the decider: a policy it has no data for). A reloaded file it
 	// refuses is treated like an invalid one — logged, the previous version
@@ -55,15 +47,15 @@ type FileStoreConfig struct {
 	// its error. It is not called at start-up (the consumer checks the first
 	// version itself).
 	Serviceable func(*Document) error
+	// historyLimit is how many versions are kept (older ones are pruned);
+	// zero means defaultHistoryLimit. Tests lower it.
+	historyLimit int
 }
 
-// Validate reports settings that cannot work.
-func (c FileStoreConfig) Validate() error {
+// validate reports settings that cannot work.
+func (c FileStoreConfig) validate() error {
 	if c.PollInterval < 0 {
-		return fmt.Errorf("file store: poll_interval %v must not be negative; use 0 for the default %v", c.PollInterval, DefaultPollInterval)
-	}
-	if c.HistoryLimit < 0 {
-		return fmt.Errorf("file store: history_limit %d must not be negative; use 0 for the default %d", c.HistoryLimit, DefaultHistoryLimit)
+		return fmt.Errorf("file store: poll_interval %v must not be negative; use 0 for the default %v", c.PollInterval, defaultPollInterval)
 	}
 	return nil
 }
@@ -72,6 +64,11 @@ func (c FileStoreConfig) Validate() error {
 // Current (lock-free) or Subscribe; Run watches the file; Apply replaces it.
 // A store created with an empty path serves the empty document (all
 // defaults) and is read-only.
+//
+// The version log is kept on disk in the history directory beside the file
+// ("sluice.yaml.history"), one JSON file per version, so that versions keep
+// their numbers and rollback works across restarts. The directory is created
+// by the first Apply or Rollback.
 type FileStore struct {
 	logger *slog.Logger
 	path   string
@@ -102,6 +99,8 @@ type fileStat struct {
 	modTime time.Time
 }
 
+func statOf(info fs.FileInfo) fileStat { return fileStat{size: info.Size(), modTime: info.ModTime()} }
+
 // NewFileStore reads and validates path once. An unreadable, invalid or
 // empty file is an error listing every problem (a [*ValidationError] inside).
 // The format follows the extension ([FormatForPath]). The version log is read
@@ -109,7 +108,7 @@ type fileStat struct {
 // document, that version is current again; otherwise the file becomes the
 // next version.
 func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileStore, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if logger == nil {
@@ -122,26 +121,20 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 		poll:   cfg.PollInterval,
 		now:    time.Now,
 
-		historyLimit: cfg.HistoryLimit,
+		historyLimit: cfg.historyLimit,
 		serviceable:  cfg.Serviceable,
 	}
 	if s.poll == 0 {
-		s.poll = DefaultPollInterval
+		s.poll = defaultPollInterval
 	}
 	if s.historyLimit == 0 {
-		s.historyLimit = DefaultHistoryLimit
-	}
-	if path != "" {
-		s.historyDir = cfg.HistoryDir
-		if s.historyDir == "" {
-			s.historyDir = HistoryDirFor(path)
-		}
+		s.historyLimit = defaultHistoryLimit
 	}
 	if path == "" {
-		s.current.Store(&Snapshot{Version: 1, Document: &Document{}, Source: SourceDefaults, LoadedAt: s.now()})
-		s.recordLocked(nil, *s.current.Load(), AuthorDefaults, 0)
+		s.startLocked(nil, Snapshot{Version: 1, Document: &Document{}, Source: sourceDefaults, LoadedAt: s.now()}, authorDefaults)
 		return s, nil
 	}
+	s.historyDir = historyDirFor(path)
 	data, st, err := s.read()
 	if err != nil {
 		return nil, fmt.Errorf("load configuration %q: %w", path, err)
@@ -152,19 +145,26 @@ func NewFileStore(logger *slog.Logger, path string, cfg FileStoreConfig) (*FileS
 	}
 	s.stat, s.readAt, s.hash = st, s.now(), sha256.Sum256(data)
 	s.history = s.loadHistory()
+	snap := Snapshot{Version: 1, Document: doc, Source: path, LoadedAt: s.readAt}
+	var prev *Document
 	if n := len(s.history); n > 0 {
 		last := s.history[n-1]
 		if sameDocument(doc, last.Document) {
-			s.current.Store(&Snapshot{Version: last.Version, Document: doc, Source: path, LoadedAt: s.readAt})
+			snap.Version = last.Version
+			s.current.Store(&snap)
 			return s, nil
 		}
-		s.current.Store(&Snapshot{Version: last.Version + 1, Document: doc, Source: path, LoadedAt: s.readAt})
-		s.recordLocked(last.Document, *s.current.Load(), AuthorFile, 0)
-		return s, nil
+		snap.Version, prev = last.Version+1, last.Document
 	}
-	s.current.Store(&Snapshot{Version: 1, Document: doc, Source: path, LoadedAt: s.readAt})
-	s.recordLocked(nil, *s.current.Load(), AuthorFile, 0)
+	s.startLocked(prev, snap, authorFile)
 	return s, nil
+}
+
+// startLocked makes snap, the store's first version, current and logs it as
+// a change from prev (nil for none).
+func (s *FileStore) startLocked(prev *Document, snap Snapshot, author string) {
+	s.current.Store(&snap)
+	s.recordLocked(prev, snap, author, 0)
 }
 
 // parseFile parses the file's content and refuses an empty one (no keys,
@@ -236,7 +236,7 @@ func (s *FileStore) check() {
 		s.missing = false
 		s.logger.Info("configuration file is back", "path", s.path)
 	}
-	st := fileStat{size: info.Size(), modTime: info.ModTime()}
+	st := statOf(info)
 	// A write within the file system's timestamp granularity of the last
 	// read could leave size and mtime unchanged, so re-read while the last
 	// read was close to the modification time.
@@ -271,7 +271,7 @@ func (s *FileStore) check() {
 	if sameDocument(doc, s.current.Load().Document) {
 		return // e.g. only comments or formatting changed
 	}
-	snap := s.publishLocked(doc, AuthorFile, 0)
+	snap := s.publishLocked(doc, authorFile, 0)
 	s.logger.Info("configuration reloaded", "path", s.path, "version", snap.Version)
 }
 
@@ -330,7 +330,7 @@ func (s *FileStore) apply(ctx context.Context, doc *Document, basedOn, rollbackO
 		return Snapshot{}, fmt.Errorf("apply configuration %q: %w", s.path, err)
 	}
 	if info, err := os.Stat(s.path); err == nil {
-		s.stat = fileStat{size: info.Size(), modTime: info.ModTime()}
+		s.stat = statOf(info)
 	}
 	s.readAt, s.hash, s.missing = s.now(), sha256.Sum256(data), false
 	snap := s.publishLocked(stored, AuthorFrom(ctx), rollbackOf)
@@ -369,7 +369,7 @@ func (s *FileStore) read() ([]byte, fileStat, error) {
 	if _, err := buf.ReadFrom(f); err != nil {
 		return nil, fileStat{}, err
 	}
-	return buf.Bytes(), fileStat{size: info.Size(), modTime: info.ModTime()}, nil
+	return buf.Bytes(), statOf(info), nil
 }
 
 func (s *FileStore) writeAtomic(data []byte) error {

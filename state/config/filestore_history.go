@@ -17,19 +17,18 @@ import (
 
 // Authors recorded by a [FileStore] for versions it did not get through Apply.
 const (
-	// AuthorFile marks a version read from the file (at start-up or by Run).
-	AuthorFile = "file"
-	// AuthorDefaults marks the built-in defaults of a store without a file.
-	AuthorDefaults = "defaults"
+	// authorFile marks a version read from the file (at start-up or by Run).
+	authorFile = "file"
+	// authorDefaults marks the built-in defaults of a store without a file.
+	authorDefaults = "defaults"
 )
 
-// DefaultHistoryLimit is how many versions a [FileStore] keeps on disk when
-// FileStoreConfig.HistoryLimit is zero.
-const DefaultHistoryLimit = 100
+// defaultHistoryLimit is how many versions a [FileStore] keeps on disk.
+const defaultHistoryLimit = 100
 
-// HistoryDirFor is the default version-log directory of a configuration file:
+// historyDirFor is the version-log directory of a configuration file:
 // beside it, named after it ("sluice.yaml" → "sluice.yaml.history").
-func HistoryDirFor(path string) string { return path + ".history" }
+func historyDirFor(path string) string { return path + ".history" }
 
 var _ Store = (*FileStore)(nil)
 
@@ -180,8 +179,8 @@ func (s *FileStore) ensureHistoryLocked() error {
 	return nil
 }
 
-// Versions lists the versions the store keeps, newest first: with a history
-// directory (the default) the last HistoryLimit versions, across restarts.
+// Versions lists the versions the store keeps, newest first: the last 100,
+// across restarts (see [FileStore]).
 func (s *FileStore) Versions(_ context.Context, limit int) ([]VersionInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

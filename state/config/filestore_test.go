@@ -107,7 +107,7 @@ func TestFileStoreDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := s.Current()
-	if cur.Version != 1 || cur.Source != SourceDefaults {
+	if cur.Version != 1 || cur.Source != sourceDefaults {
 		t.Errorf("Current() = %+v, want version 1 from defaults", cur)
 	}
 	if diff := cmp.Diff(DefaultBuckets(), cur.Document.EffectiveBuckets()); diff != "" {
@@ -279,7 +279,7 @@ func TestFileStoreApply(t *testing.T) {
 	}
 	// No temp files left behind (beside the file: itself and its version history).
 	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 2 || entries[1].Name() != filepath.Base(HistoryDirFor(path)) {
+	if len(entries) != 2 || entries[1].Name() != filepath.Base(historyDirFor(path)) {
 		t.Errorf("directory holds %v, want only the config file and its history directory", entries)
 	}
 
@@ -455,7 +455,7 @@ func TestFileStoreHistorySurvivesRestart(t *testing.T) {
 	}
 	// Edited while stopped: the file becomes the next version, after the logged ones.
 	writeFile(t, path, storeV2)
-	again, err := NewFileStore(nil, path, FileStoreConfig{HistoryLimit: 3})
+	again, err := NewFileStore(nil, path, FileStoreConfig{historyLimit: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 )
 
 func TestMarshalRoundTrip(t *testing.T) {
+	t.Parallel()
 	docs := map[string]*Document{
 		"empty":   {},
 		"nil":     nil,
@@ -19,6 +20,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	for name, doc := range docs {
 		for _, f := range []Format{FormatYAML, FormatJSON} {
 			t.Run(name+"/"+f.String(), func(t *testing.T) {
+				t.Parallel()
 				b, err := Marshal(doc, f)
 				if err != nil {
 					t.Fatal(err)
@@ -44,6 +46,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 }
 
 func TestMarshalUnknownFormat(t *testing.T) {
+	t.Parallel()
 	if _, err := Marshal(&Document{}, Format(7)); err == nil {
 		t.Errorf("Marshal(unknown format) succeeded")
 	}
@@ -52,6 +55,7 @@ func TestMarshalUnknownFormat(t *testing.T) {
 // TestMarshalRoundTripStrings checks strings that YAML would read as other
 // types, or that need quoting, survive both encodings.
 func TestMarshalRoundTripStrings(t *testing.T) {
+	t.Parallel()
 	tricky := []string{"yes", "no", "on", "1", "~", "null", "  x ", ".inf", "0x10", "1_000", "2001-12-14",
 		"1e3", "true", "- a", "a: b", "#c", "tab\there", "nl\nx", `"q"`, "'s'", "ü", "*a", "&a", "!tag", "<<",
 		"%x", "@x", "`x", "{x}", "[x]", "0o17", "+1", "-0", ".5", "1:2", "=", "\x00", "\u2028", "a\r\nb"}

@@ -84,7 +84,7 @@ func Parse(data []byte, format Format) (*Document, error) {
 	if tree == nil && len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems}
 	}
-	d := &decoder{lines: map[string]int{}}
+	d := newDecoder(droppedKey)
 	doc := d.document(tree)
 	problems = append(problems, d.problems...)
 	lines := make([]int, len(problems))

@@ -64,6 +64,7 @@ func problemsOf(t *testing.T, err error) []Problem {
 }
 
 func TestParsePolicyDesignExample(t *testing.T) {
+	t.Parallel()
 	d := mustParse(t, readTestdata(t, "policy_design_example.yaml"), FormatAuto)
 	want := &Document{Buckets: []BucketSpec{
 		{
@@ -100,6 +101,7 @@ func TestParsePolicyDesignExample(t *testing.T) {
 }
 
 func TestParseFull(t *testing.T) {
+	t.Parallel()
 	d := mustParse(t, readTestdata(t, "full.yaml"), FormatYAML)
 	y, err := Marshal(d, FormatYAML)
 	if err != nil {
@@ -119,6 +121,7 @@ func TestParseFull(t *testing.T) {
 }
 
 func TestParseProblems(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -296,6 +299,7 @@ workers:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Parse([]byte(tt.in), FormatAuto)
 			if diff := cmp.Diff(tt.want, problemsOf(t, err)); diff != "" {
 				t.Errorf("Parse() problems mismatch (-want +got):\n%s", diff)
@@ -305,6 +309,7 @@ workers:
 }
 
 func TestParseDroppedOptions(t *testing.T) {
+	t.Parallel()
 	const (
 		fused    = "removed; use cache_aware (prefix reuse) or power_of_two (load)"
 		legacy   = "removed; use session_aware or sticky"
@@ -362,6 +367,7 @@ func TestParseDroppedOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Parse([]byte(tt.in), FormatYAML)
 			if diff := cmp.Diff(tt.want, problemsOf(t, err)); diff != "" {
 				t.Errorf("Parse(%q) problems mismatch (-want +got):\n%s", tt.in, diff)
@@ -371,6 +377,7 @@ func TestParseDroppedOptions(t *testing.T) {
 }
 
 func TestParseJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -401,6 +408,7 @@ func TestParseJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Parse([]byte(tt.in), tt.f)
 			if diff := cmp.Diff(tt.want, problemsOf(t, err)); diff != "" {
 				t.Errorf("Parse() problems mismatch (-want +got):\n%s", diff)
@@ -410,6 +418,7 @@ func TestParseJSON(t *testing.T) {
 }
 
 func TestParseManyProblems(t *testing.T) {
+	t.Parallel()
 	_, err := Parse(readTestdata(t, "many_problems.yaml"), FormatAuto)
 	if err == nil {
 		t.Fatal("Parse(many_problems.yaml) succeeded, want every problem listed")
@@ -424,12 +433,14 @@ func TestParseManyProblems(t *testing.T) {
 }
 
 func TestParseUnknownFormat(t *testing.T) {
+	t.Parallel()
 	if _, err := Parse([]byte("{}"), Format(9)); err == nil || errors.Is(err, ErrInvalid) {
 		t.Errorf("Parse(unknown format) = %v, want a non-validation error", err)
 	}
 }
 
 func TestFormatForPath(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]Format{"a.json": FormatJSON, "a.YAML": FormatYAML, "b.yml": FormatYAML, "conf": FormatAuto} {
 		if got := FormatForPath(path); got != want {
 			t.Errorf("FormatForPath(%q) = %v, want %v", path, got, want)
@@ -438,6 +449,7 @@ func TestFormatForPath(t *testing.T) {
 }
 
 func TestParseBillionLaughs(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
 	for i := 1; i < 9; i++ {
@@ -457,6 +469,7 @@ func TestParseBillionLaughs(t *testing.T) {
 }
 
 func TestParseDeepJSON(t *testing.T) {
+	t.Parallel()
 	in := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
 	_, err := Parse([]byte(`{"buckets":`+in+`}`), FormatJSON)
 	if err == nil || !strings.Contains(err.Error(), "nested more than 1000 levels deep") {

@@ -53,27 +53,18 @@ var ErrUnavailable = errors.New("configuration store unavailable")
 
 // UnavailableError is an [ErrUnavailable] whose Detail is safe to show to the
 // caller (it names no address, database or user), e.g. whether anything was
-// written; Err, when set, is the cause, for logs.
+// written.
 type UnavailableError struct {
 	Detail string
-	Err    error
 }
 
-// Error joins ErrUnavailable, Detail and the cause.
+// Error joins ErrUnavailable and Detail.
 func (e *UnavailableError) Error() string {
-	if e.Err == nil {
-		return ErrUnavailable.Error() + ": " + e.Detail
-	}
-	return ErrUnavailable.Error() + ": " + e.Detail + ": " + e.Err.Error()
+	return ErrUnavailable.Error() + ": " + e.Detail
 }
 
-// Unwrap returns ErrUnavailable and the cause.
-func (e *UnavailableError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrUnavailable}
-	}
-	return []error{ErrUnavailable, e.Err}
-}
+// Unwrap returns ErrUnavailable.
+func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
 
 // VersionInfo describes one entry of a store's version log.
 type VersionInfo struct {
@@ -116,35 +107,21 @@ func AuthorFrom(ctx context.Context) string {
 // "buckets: +long ~short; workers: -a2". It returns "no changes" when the
 // documents encode identically.
 func Summarize(prev, next *Document) string {
-	var parts []string
-	bucketsOf := func(d *Document) map[string]string {
-		m := map[string]string{}
-		for _, b := range d.EffectiveBuckets() {
-			m[b.ID] = encodeJSON(b)
-		}
-		return m
-	}
-	enginesOf := func(d *Document) map[string]string {
-		m := map[string]string{}
-		if d != nil {
-			for _, w := range d.Engines {
-				m[w.ID] = encodeJSON(w)
-			}
-		}
-		return m
-	}
-	if s := diffSets(bucketsOf(prev), bucketsOf(next)); s != "" {
-		parts = append(parts, "buckets: "+s)
-	}
-	if s := diffSets(enginesOf(prev), enginesOf(next)); s != "" {
-		parts = append(parts, "workers: "+s)
-	}
 	pp, np := prev, next
 	if pp == nil {
 		pp = &Document{}
 	}
 	if np == nil {
 		np = &Document{}
+	}
+	var parts []string
+	bucketID := func(b BucketSpec) string { return b.ID }
+	if s := diffSets(encodedByID(pp.EffectiveBuckets(), bucketID), encodedByID(np.EffectiveBuckets(), bucketID)); s != "" {
+		parts = append(parts, "buckets: "+s)
+	}
+	engineID := func(w EngineSpec) string { return w.ID }
+	if s := diffSets(encodedByID(pp.Engines, engineID), encodedByID(np.Engines, engineID)); s != "" {
+		parts = append(parts, "workers: "+s)
 	}
 	if encodeJSON(pp.DefaultPolicy) != encodeJSON(np.DefaultPolicy) {
 		parts = append(parts, "default_policy changed")
@@ -159,6 +136,15 @@ func Summarize(prev, next *Document) string {
 		return "no changes"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// encodedByID maps each item's id to its JSON encoding.
+func encodedByID[T any](items []T, id func(T) string) map[string]string {
+	m := make(map[string]string, len(items))
+	for _, it := range items {
+		m[id(it)] = encodeJSON(it)
+	}
+	return m
 }
 
 func diffSets(prev, next map[string]string) string {

@@ -3,6 +3,7 @@ package config
 import "testing"
 
 func TestSubscribersLatestWins(t *testing.T) {
+	t.Parallel()
 	var s Subscribers
 	ch, cancel := s.Subscribe()
 	s.Publish(Snapshot{Version: 1})

@@ -85,6 +85,18 @@ func (n *node) describe() string {
 	return "a string"
 }
 
+// claim records key, set at line, as a key of mapping n, whose keys so far
+// seen maps to their lines. It reports false for a repeated key, which it
+// records in n.dups for the schema walk to report.
+func (n *node) claim(seen map[string]int, key string, line int) bool {
+	if first, dup := seen[key]; dup {
+		n.dups = append(n.dups, pair{key: key, line: line, first: first})
+		return false
+	}
+	seen[key] = line
+	return true
+}
+
 // treeBuilder converts a parser's output to nodes, collecting problems such
 // as duplicate keys.
 type treeBuilder struct {
@@ -107,13 +119,6 @@ func (t *treeBuilder) newNode(kind nodeKind, line int) *node {
 	return &node{kind: kind, line: line}
 }
 
-func withLine(msg string, line int) string {
-	if line <= 0 {
-		return msg
-	}
-	return fmt.Sprintf("%s (line %d)", msg, line)
-}
-
 // yamlTree parses a single YAML document. A nil node means an empty document.
 func yamlTree(data []byte) (*node, []Problem) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -122,18 +127,27 @@ func yamlTree(data []byte) (*node, []Problem) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, []Problem{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return nil, yamlError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		line := extra.Line
 		if err != nil {
-			return nil, []Problem{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+			return nil, yamlError(err)
 		}
 		return nil, []Problem{{Message: withLine("more than one YAML document; put the whole configuration in one", line)}}
 	}
 	t := &treeBuilder{active: map[*yaml.Node]bool{}}
-	n := t.fromYAML(&doc)
+	return t.result(t.fromYAML(&doc))
+}
+
+func yamlError(err error) []Problem {
+	return []Problem{{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+}
+
+// result is a finished tree with its problems; a tree too large to use is
+// nil.
+func (t *treeBuilder) result(n *node) (*node, []Problem) {
 	if t.tooBig {
 		return nil, t.problems
 	}
@@ -209,12 +223,9 @@ func (t *treeBuilder) yamlMapping(y *yaml.Node) *node {
 			}
 			continue
 		}
-		if first, dup := seen[k.Value]; dup {
-			n.dups = append(n.dups, pair{key: k.Value, line: k.Line, first: first})
-			continue
+		if n.claim(seen, k.Value, k.Line) {
+			n.pairs = append(n.pairs, pair{key: k.Value, line: k.Line, value: t.fromYAML(v)})
 		}
-		seen[k.Value] = k.Line
-		n.pairs = append(n.pairs, pair{key: k.Value, line: k.Line, value: t.fromYAML(v)})
 	}
 	// Merged keys fill in only what the mapping does not set itself; earlier
 	// merge sources win over later ones, as in YAML's merge-key convention.
@@ -274,10 +285,7 @@ func jsonTree(data []byte) (*node, []Problem) {
 	if err != nil {
 		return nil, []Problem{{Message: withLine("invalid JSON: "+err.Error(), lineAt(dec.InputOffset()))}}
 	}
-	if t.tooBig {
-		return nil, t.problems
-	}
-	return n, t.problems
+	return t.result(n)
 }
 
 // lineStarts returns the offsets just past each newline, so that the number
@@ -321,12 +329,9 @@ func (t *treeBuilder) fromJSON(dec *json.Decoder, lineAt func(int64) int, depth 
 				if err != nil {
 					return nil, err
 				}
-				if first, dup := seen[key]; dup {
-					n.dups = append(n.dups, pair{key: key, line: kline, first: first})
-					continue
+				if n.claim(seen, key, kline) {
+					n.pairs = append(n.pairs, pair{key: key, line: kline, value: val})
 				}
-				seen[key] = kline
-				n.pairs = append(n.pairs, pair{key: key, line: kline, value: val})
 			}
 			_, err := dec.Token()
 			return n, err

@@ -2,10 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -64,10 +64,10 @@ func (v *validator) document(d *Document) {
 	}
 	ids := map[string]int{}
 	for i, b := range d.Buckets {
-		v.bucket(b, index("buckets", i), ids, i)
+		v.bucket(b, i, ids)
 	}
 	v.stagePolicies(d.DefaultPolicy, "default_policy")
-	for _, name := range sortedKeys(d.Models) {
+	for _, name := range slices.Sorted(maps.Keys(d.Models)) {
 		p := mapKey("models", name)
 		if strings.TrimSpace(name) == "" {
 			v.addf(p, "model id must not be empty; name the model these settings apply to")
@@ -95,24 +95,18 @@ func (v *validator) engineList(ws []EngineSpec) {
 	modelKind := map[string]seenAt{}
 	for i, w := range ws {
 		p := index("workers", i)
-		switch first, dup := firstIndex[w.ID]; {
-		case checkID(w.ID, "worker") != "":
-			v.addf(join(p, "id"), "%s", checkID(w.ID, "worker"))
-		case dup:
-			v.addf(join(p, "id"), "duplicate worker id %q (also workers[%d]); worker ids must be unique", w.ID, first)
-		default:
-			firstIndex[w.ID] = i
+		if v.uniqueID(firstIndex, "workers", "worker", w.ID, i) {
 			v.engines[w.ID] = w.Role
 		}
-		if u, err := url.Parse(w.URL); w.URL == "" {
+		if w.URL == "" {
 			v.addf(join(p, "url"), `required; set the engine's base URL such as "http://10.0.0.5:30000"`)
-		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		} else if !isHTTPURL(w.URL) {
 			v.addf(join(p, "url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000"`)
 		}
 		if len(w.Models) == 0 {
 			v.addf(join(p, "models"), "required; list at least one model id the engine serves")
 		}
-		v.stringSet(w.Models, join(p, "models"), "model")
+		v.uniqueEntries(w.Models, join(p, "models"), modelEntries, nil)
 		switch w.Role {
 		case "":
 			v.addf(join(p, "role"), "required; set plain, prefill or decode")
@@ -137,13 +131,13 @@ func (v *validator) engineList(ws []EngineSpec) {
 			v.addf(join(p, "role"), "unknown role %q; set plain, prefill or decode", w.Role)
 		}
 		if w.BootstrapPort != 0 {
-			if w.Role != RolePrefill && (w.Role == RolePlain || w.Role == RoleDecode) {
+			if w.Role != RolePrefill && isRole(w.Role) {
 				v.addf(join(p, "bootstrap_port"), "only valid for prefill workers (role is %s); remove it", w.Role)
 			} else if w.BootstrapPort > 65535 {
-				v.addf(join(p, "bootstrap_port"), "must be a port number between 1 and 65535")
+				v.addf(join(p, "bootstrap_port"), portRule)
 			}
 		}
-		for _, k := range sortedKeys(w.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(w.Labels)) {
 			if k == "" {
 				v.addf(mapKey(join(p, "labels"), k), "label key must not be empty")
 			}
@@ -155,30 +149,34 @@ func (v *validator) engineList(ws []EngineSpec) {
 // maxDPSize bounds an engine's data-parallel size (ranks are ports base+r).
 const maxDPSize = 1024
 
+// Range rules that both the schema walk (of text) and Validate (of
+// documents built in code) state.
+const portRule = "must be a port number between 1 and 65535"
+
+var dpSizeRule = fmt.Sprintf("must be between 0 and %d", maxDPSize)
+
 // engineEndpoints checks the optional enginelink endpoints of an engine.
 func (v *validator) engineEndpoints(w EngineSpec, p string) {
 	if w.KVEventsEndpoint != "" {
-		if err := CheckZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, BindPrefix)); err != nil {
+		if err := checkZMQEndpoint(strings.TrimPrefix(w.KVEventsEndpoint, bindPrefix)); err != nil {
 			v.addf(join(p, "kv_events_endpoint"), "%v (or bind:tcp://host:port for an engine that connects to enginelink's -kv-bind)", err)
 		}
 	}
 	if w.KVReplayEndpoint != "" {
-		if err := CheckZMQEndpoint(w.KVReplayEndpoint); err != nil {
+		if err := checkZMQEndpoint(w.KVReplayEndpoint); err != nil {
 			v.addf(join(p, "kv_replay_endpoint"), "%v", err)
 		}
 		if w.KVEventsEndpoint == "" {
 			v.addf(join(p, "kv_replay_endpoint"), "set without kv_events_endpoint; replay only fills gaps of an event stream, so set both or neither")
 		}
 	}
-	if w.MetricsURL != "" {
-		if u, err := url.Parse(w.MetricsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.addf(join(p, "metrics_url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`)
-		}
+	if w.MetricsURL != "" && !isHTTPURL(w.MetricsURL) {
+		v.addf(join(p, "metrics_url"), `must be an absolute http or https URL such as "http://10.0.0.5:30000/metrics"`)
 	}
 	if w.DPSize < 0 || w.DPSize > maxDPSize {
-		v.addf(join(p, "dp_size"), "must be between 0 and %d", maxDPSize)
+		v.addf(join(p, "dp_size"), "%s", dpSizeRule)
 	}
-	v.stringSet(w.LoRAAdapters, join(p, "lora_adapters"), "LoRA adapter")
+	v.uniqueEntries(w.LoRAAdapters, join(p, "lora_adapters"), adapterEntries, nil)
 	for i, a := range w.LoRAAdapters {
 		if slices.Contains(w.Models, a) {
 			v.addf(index(join(p, "lora_adapters"), i), "%q is also listed in models; list an adapter only under lora_adapters", a)
@@ -186,13 +184,13 @@ func (v *validator) engineEndpoints(w EngineSpec, p string) {
 	}
 }
 
-// BindPrefix marks a KV-events endpoint the link binds (engines connect to
+// bindPrefix marks a KV-events endpoint the link binds (engines connect to
 // it) rather than connects to.
-const BindPrefix = "bind:"
+const bindPrefix = "bind:"
 
-// CheckZMQEndpoint reports whether ep is a ZMQ endpoint enginelink can use:
+// checkZMQEndpoint reports whether ep is a ZMQ endpoint enginelink can use:
 // tcp://host:port, ipc://path or inproc://name.
-func CheckZMQEndpoint(ep string) error {
+func checkZMQEndpoint(ep string) error {
 	scheme, rest, ok := strings.Cut(ep, "://")
 	if !ok || rest == "" {
 		return fmt.Errorf("%q is not a ZMQ endpoint; use tcp://host:port, ipc://path or inproc://name", ep)
@@ -213,37 +211,77 @@ func CheckZMQEndpoint(ep string) error {
 	return nil
 }
 
-// stringSet checks that a list's entries are non-empty and unique.
-func (v *validator) stringSet(items []string, path, what string) {
+// isHTTPURL reports whether s is an absolute http or https URL.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// uniqueID checks the id of entry i of the list at path list ("workers"),
+// whose entries are each a what ("worker"): it must follow the id rule and
+// not repeat an id in seen, where it is then recorded. It reports whether
+// the id was recorded.
+func (v *validator) uniqueID(seen map[string]int, list, what, id string, i int) bool {
+	p := join(index(list, i), "id")
+	first, dup := seen[id]
+	switch msg := checkID(id, what); {
+	case msg != "":
+		v.addf(p, "%s", msg)
+	case dup:
+		v.addf(p, "duplicate %s id %q (also %s[%d]); %s ids must be unique", what, id, list, first, what)
+	default:
+		seen[id] = i
+		return true
+	}
+	return false
+}
+
+// entryRule says when an entry of a list of names is empty, and how
+// problems name its entries.
+type entryRule struct {
+	blank func(string) bool
+	empty string // the problem of a blank entry
+	noun  string // what a repeated entry is: duplicate <noun> "x"
+}
+
+var (
+	modelEntries   = entryRule{blank: isBlank, empty: "model id must not be empty", noun: "model"}
+	adapterEntries = entryRule{blank: isBlank, empty: "LoRA adapter id must not be empty", noun: "LoRA adapter"}
+	// A group's worker ids are checked against the engine list, when the
+	// document has one, or at run time: only "" is blank here.
+	workerIDEntries = entryRule{blank: func(s string) bool { return s == "" }, empty: "worker id must not be empty", noun: "worker id"}
+)
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// uniqueEntries checks that no entry of a list of names is blank or
+// repeated, and calls each (when set) with every other entry.
+func (v *validator) uniqueEntries(items []string, path string, r entryRule, each func(p, s string)) {
 	first := map[string]int{}
 	for i, s := range items {
 		ip := index(path, i)
-		if strings.TrimSpace(s) == "" {
-			v.addf(ip, "%s id must not be empty", what)
+		if r.blank(s) {
+			v.addf(ip, "%s", r.empty)
 			continue
 		}
 		if j, dup := first[s]; dup {
-			v.addf(ip, "duplicate %s %q (also at index %d); list it once", what, s, j)
+			v.addf(ip, "duplicate %s %q (also at index %d); list it once", r.noun, s, j)
 			continue
 		}
 		first[s] = i
+		if each != nil {
+			each(ip, s)
+		}
 	}
 }
 
-func (v *validator) bucket(b BucketSpec, p string, ids map[string]int, i int) {
-	idPath := join(p, "id")
-	switch first, dup := ids[b.ID]; {
-	case checkID(b.ID, "bucket") != "":
-		v.addf(idPath, "%s", checkID(b.ID, "bucket"))
-	case dup:
-		v.addf(idPath, "duplicate bucket id %q (also buckets[%d]); bucket ids must be unique", b.ID, first)
-	default:
-		ids[b.ID] = i
-	}
+func (v *validator) bucket(b BucketSpec, i int, ids map[string]int) {
+	p := index("buckets", i)
+	v.uniqueID(ids, "buckets", "bucket", b.ID, i)
 	if b.Models != nil && len(b.Models) == 0 {
 		v.addf(join(p, "models"), "empty list; omit the key to serve every model")
 	}
-	v.stringSet(b.Models, join(p, "models"), "model")
+	v.uniqueEntries(b.Models, join(p, "models"), modelEntries, nil)
 	lp := join(p, "limits")
 	if b.Limits.Min < 0 {
 		v.addf(join(lp, "min"), "must be >= 0")
@@ -287,30 +325,18 @@ func idRune(r rune) bool {
 
 func (v *validator) group(g *GroupSpec, p, stage string) {
 	if g.EngineIDs != nil {
-		wp := join(p, "worker_ids")
-		first := map[string]int{}
-		for i, id := range *g.EngineIDs {
-			ip := index(wp, i)
-			if id == "" {
-				v.addf(ip, "worker id must not be empty")
-				continue
-			}
-			if j, dup := first[id]; dup {
-				v.addf(ip, "duplicate worker id %q (also at index %d); list it once", id, j)
-				continue
-			}
-			first[id] = i
+		v.uniqueEntries(*g.EngineIDs, join(p, "worker_ids"), workerIDEntries, func(ip, id string) {
 			if v.engines == nil {
-				continue
+				return
 			}
 			role, ok := v.engines[id]
 			switch {
 			case !ok:
 				v.addf(ip, "worker %q is not listed in workers; add it there or remove it from this group", id)
-			case role != stage && (role == RolePlain || role == RolePrefill || role == RoleDecode):
+			case role != stage && isRole(role):
 				v.addf(ip, "worker %q has role %s; a %s group takes %s engines", id, role, stage, stage)
 			}
-		}
+		})
 	}
 	v.policy(g.Policy, join(p, "policy"), stage)
 }
@@ -322,147 +348,6 @@ func (v *validator) stagePolicies(s *StagePolicies, p string) {
 	v.policy(s.Plain, join(p, StagePlain), StagePlain)
 	v.policy(s.Prefill, join(p, StagePrefill), StagePrefill)
 	v.policy(s.Decode, join(p, StageDecode), StageDecode)
-}
-
-// policySetting describes one optional per-type setting of PolicySpec.
-type policySetting struct {
-	key   string
-	types []string
-	guard bool // pressure-guard tuning
-	isSet func(*PolicySpec) bool
-	check func(*PolicySpec) string // range problem, or ""
-}
-
-var (
-	cacheOnly  = []string{PolicyCacheAware}
-	bindingTTL = []string{PolicySessionAware, PolicySticky}
-)
-
-var policySettings = []policySetting{
-	{key: "min_match_tokens", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.MinMatchTokens != nil },
-		check: func(p *PolicySpec) string { return atLeast(*p.MinMatchTokens, 0, "") }},
-	{key: "min_match_ratio", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.MinMatchRatio != nil },
-		check: func(p *PolicySpec) string {
-			if r := *p.MinMatchRatio; !(r > 0 && r <= 1) {
-				return "must be in (0, 1]; omit it to turn the ratio gate off"
-			}
-			return ""
-		}},
-	{key: "candidate_min", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.CandidateMin != nil },
-		check: func(p *PolicySpec) string { return atLeast(*p.CandidateMin, 1, "") }},
-	{key: "candidate_ratio", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.CandidateRatio != nil },
-		check: func(p *PolicySpec) string {
-			if r := *p.CandidateRatio; !(r >= 0 && r <= 1) {
-				return "must be in [0, 1]"
-			}
-			return ""
-		}},
-	{key: "candidate_max", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.CandidateMax != nil },
-		check: func(p *PolicySpec) string {
-			lo := deref(p.CandidateMin, DefaultCandidateMin)
-			if lo < 1 {
-				return atLeast(*p.CandidateMax, 1, "")
-			}
-			if *p.CandidateMax < lo {
-				if p.CandidateMin == nil {
-					return fmt.Sprintf("must be >= candidate_min (default %d); raise it or set a lower candidate_min", lo)
-				}
-				return fmt.Sprintf("must be >= candidate_min (%d); raise it or lower candidate_min", lo)
-			}
-			return ""
-		}},
-	{key: "switch_margin_tokens", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.SwitchMarginTokens != nil },
-		check: func(p *PolicySpec) string { return atLeast(*p.SwitchMarginTokens, 0, "") }},
-	{key: "pressure_guard", types: cacheOnly, guard: true,
-		isSet: func(p *PolicySpec) bool { return p.PressureGuard != nil },
-		check: func(*PolicySpec) string { return "" }},
-	{key: "guard_absolute_tokens", types: cacheOnly, guard: true,
-		isSet: func(p *PolicySpec) bool { return p.GuardAbsoluteTokens != nil },
-		check: func(p *PolicySpec) string { return guardOn(p, atLeast(*p.GuardAbsoluteTokens, 1, "")) }},
-	{key: "guard_absolute_ms", types: cacheOnly, guard: true,
-		isSet: func(p *PolicySpec) bool { return p.GuardAbsoluteMillis != nil },
-		check: func(p *PolicySpec) string {
-			return guardOn(p, atLeast(*p.GuardAbsoluteMillis, 1, "omit it to turn the queue-time threshold off"))
-		}},
-	{key: "guard_factor", types: cacheOnly, guard: true,
-		isSet: func(p *PolicySpec) bool { return p.GuardFactor != nil },
-		check: func(p *PolicySpec) string {
-			if !(*p.GuardFactor > 1) {
-				return guardOn(p, "must be > 1, such as 1.5")
-			}
-			return guardOn(p, "")
-		}},
-	{key: "queue_limit", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.QueueLimit != nil },
-		check: func(p *PolicySpec) string {
-			return atLeast(*p.QueueLimit, 1, "omit it to turn the soft queue gate off")
-		}},
-	{key: "saturation_floor", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.SaturationFloor != nil },
-		check: func(p *PolicySpec) string {
-			f := *p.SaturationFloor
-			switch {
-			case p.QueueLimit == nil:
-				return "requires queue_limit; set queue_limit >= saturation_floor or remove saturation_floor"
-			case f < 1:
-				return "must be >= 1"
-			case *p.QueueLimit >= 1 && f > *p.QueueLimit:
-				return fmt.Sprintf("must be <= queue_limit (%d); lower it or raise queue_limit", *p.QueueLimit)
-			}
-			return ""
-		}},
-	{key: "miss_choices", types: cacheOnly,
-		isSet: func(p *PolicySpec) bool { return p.MissChoices != nil },
-		check: func(p *PolicySpec) string { return atLeast(*p.MissChoices, 1, "") }},
-	{key: "idle_timeout", types: bindingTTL,
-		isSet: func(p *PolicySpec) bool { return p.IdleTimeout != nil },
-		check: func(p *PolicySpec) string {
-			if p.IdleTimeout.Duration <= 0 {
-				return `must be positive, such as "600s"`
-			}
-			return ""
-		}},
-	{key: "fallback", types: []string{PolicySticky},
-		isSet: func(p *PolicySpec) bool { return p.Fallback != nil },
-		check: func(p *PolicySpec) string {
-			f := *p.Fallback
-			if msg, ok := droppedTypes[f]; ok {
-				return fmt.Sprintf("%q %s", f, msg)
-			}
-			if !slices.Contains(StickyFallbacks(), f) {
-				return fmt.Sprintf("unknown fallback %q; use one of %s", f, strings.Join(StickyFallbacks(), ", "))
-			}
-			return ""
-		}},
-}
-
-func atLeast(v, lo int64, hint string) string {
-	if v >= lo {
-		return ""
-	}
-	msg := fmt.Sprintf("must be >= %d", lo)
-	if hint != "" {
-		msg += "; " + hint
-	}
-	return msg
-}
-
-// guardOn adds a problem for guard tuning that pressure_guard: false
-// would silently ignore.
-func guardOn(p *PolicySpec, rangeProblem string) string {
-	if rangeProblem != "" {
-		return rangeProblem
-	}
-	if p.PressureGuard != nil && !*p.PressureGuard {
-		return "has no effect with pressure_guard: false; remove it or set pressure_guard: true"
-	}
-	return ""
 }
 
 func (v *validator) policy(pol *PolicySpec, p, stage string) {
@@ -503,28 +388,13 @@ func (v *validator) policy(pol *PolicySpec, p, stage string) {
 	}
 	if a := pol.Admission; a != nil {
 		ap := join(p, "admission")
-		for _, c := range []struct {
-			key string
-			val *int64
-		}{
-			{"max_running_requests", a.MaxRunningRequests},
-			{"max_waiting_requests", a.MaxWaitingRequests},
-			{"max_kv_tokens", a.MaxKVTokens},
-			{"max_pending_prefill_tokens", a.MaxPendingPrefillTokens},
-			{"max_inflight_requests", a.MaxInflightRequests},
-		} {
-			if c.val != nil && *c.val < 1 {
+		for _, c := range admissionCaps {
+			if limit := *c.limit(a); limit != nil && *limit < 1 {
 				v.addf(join(ap, c.key), "must be >= 1; omit it to leave this metric unchecked")
 			}
 		}
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// isRole reports whether r is an engine role.
+func isRole(r string) bool { return r == RolePlain || r == RolePrefill || r == RoleDecode }

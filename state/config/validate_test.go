@@ -40,6 +40,7 @@ func validDoc() *Document {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		mutate func(d *Document)
@@ -305,6 +306,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			d := validDoc()
 			tt.mutate(d)
 			err := d.Validate()
@@ -327,6 +329,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateNil(t *testing.T) {
+	t.Parallel()
 	var d *Document
 	if err := d.Validate(); err != nil {
 		t.Errorf("(*Document)(nil).Validate() = %v, want nil", err)
@@ -334,6 +337,7 @@ func TestValidateNil(t *testing.T) {
 }
 
 func TestValidationErrorMessage(t *testing.T) {
+	t.Parallel()
 	err := &ValidationError{Problems: []Problem{{"a.b", "bad"}, {"", "whole document"}}}
 	want := "invalid configuration (2 problems):\n  a.b: bad\n  whole document"
 	if got := err.Error(); got != want {
