@@ -86,7 +86,7 @@ func (s *StagePolicies) For(stage string) *PolicySpec {
 	return nil
 }
 
-// WorkerSpec declares one engine.
+// EngineSpec declares one engine (an entry of the document's `workers` list).
 type EngineSpec struct {
 	// ID is the engine's stable, unique id; groups refer to it.
 	ID string `json:"id" yaml:"id"`
@@ -165,7 +165,7 @@ type PDSpec struct {
 
 // GroupSpec is one engine group: its membership and its policy.
 type GroupSpec struct {
-	// WorkerIDs restricts membership. Nil means every healthy engine of the
+	// EngineIDs (key `worker_ids`) restricts membership. Nil means every healthy engine of the
 	// requested model and the group's role; an explicit empty list means no
 	// engines.
 	EngineIDs *[]string `json:"worker_ids,omitempty" yaml:"worker_ids,omitempty"`
