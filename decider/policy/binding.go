@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/affinity"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -122,7 +123,7 @@ func NewSessionAware(deps Deps, limits admission.Limits, store *affinity.Store, 
 }
 
 // Name implements Policy.
-func (p *SessionAware) Name() string { return TypeSessionAware }
+func (p *SessionAware) Name() string { return config.PolicySessionAware }
 
 // Pick implements Policy.
 func (p *SessionAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
@@ -143,7 +144,7 @@ func NewSticky(deps Deps, limits admission.Limits, store *affinity.Store, idle t
 }
 
 // Name implements Policy.
-func (p *Sticky) Name() string { return TypeSticky }
+func (p *Sticky) Name() string { return config.PolicySticky }
 
 // Pick implements Policy.
 func (p *Sticky) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {

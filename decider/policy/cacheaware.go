@@ -43,7 +43,7 @@ func NewCacheAware(deps Deps, limits admission.Limits, s config.CacheAwareSettin
 }
 
 // Name implements Policy.
-func (p *CacheAware) Name() string { return TypeCacheAware }
+func (p *CacheAware) Name() string { return config.PolicyCacheAware }
 
 // holder is a candidate that holds part of the request's prefix.
 type holder struct {

@@ -33,7 +33,7 @@ func (f *fakePrefix) LookupPrefix(_ context.Context, _ Namespace, _ []uint32, ou
 }
 
 func defaults() config.CacheAwareSettings {
-	return config.PolicySpec{Type: TypeCacheAware}.Resolved().CacheAware
+	return config.PolicySpec{Type: config.PolicyCacheAware}.Resolved().CacheAware
 }
 
 func tokens(n int) []uint32 { return make([]uint32, n) }

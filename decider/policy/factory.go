@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
@@ -15,26 +17,24 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 	r := spec.Resolved()
 	limits := Limits(r.Admission)
 	switch r.Type {
-	case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased, "":
+	case config.PolicyRoundRobin, config.PolicyRandom, config.PolicyPowerOfTwo, config.PolicyLoadBased, "":
 		return newBasic(r.Type, deps, limits), nil
-	case TypeCacheAware:
+	case config.PolicyCacheAware:
 		if deps.Prefix == nil {
 			return nil, fmt.Errorf("policy cache_aware needs a KV prefix index; start the decider with KV-event ingestion: %w", ErrInvalidConfiguration)
 		}
 		return NewCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
-	case TypeSessionAware:
+	case config.PolicySessionAware:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy session_aware needs an affinity store: %w", ErrInvalidConfiguration)
 		}
 		return NewSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
-	case TypeSticky:
+	case config.PolicySticky:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy sticky needs an affinity store: %w", ErrInvalidConfiguration)
 		}
-		switch r.Fallback {
-		case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased:
-		default:
-			return nil, fmt.Errorf("sticky fallback %q: use round_robin, random, power_of_two or load_based: %w", r.Fallback, ErrInvalidConfiguration)
+		if !slices.Contains(config.StickyFallbacks(), r.Fallback) {
+			return nil, fmt.Errorf("sticky fallback %q: use one of %s: %w", r.Fallback, strings.Join(config.StickyFallbacks(), ", "), ErrInvalidConfiguration)
 		}
 		return NewSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
 	}
@@ -43,11 +43,11 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 
 func newBasic(typ string, deps Deps, limits admission.Limits) Policy {
 	switch typ {
-	case TypeRoundRobin:
+	case config.PolicyRoundRobin:
 		return NewRoundRobin(deps, limits)
-	case TypeRandom:
+	case config.PolicyRandom:
 		return NewRandom(deps, limits)
-	case TypeLoadBased:
+	case config.PolicyLoadBased:
 		return NewLeastLoad(deps, limits)
 	}
 	return NewPowerOfTwo(deps, limits)

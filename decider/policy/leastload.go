@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -29,7 +30,7 @@ func NewLeastLoad(deps Deps, limits admission.Limits) *LeastLoad {
 }
 
 // Name implements Policy.
-func (p *LeastLoad) Name() string { return TypeLoadBased }
+func (p *LeastLoad) Name() string { return config.PolicyLoadBased }
 
 // Pick implements Policy.
 func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
@@ -92,5 +93,5 @@ func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
 		}
 	}
-	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, TypeLoadBased)
+	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, config.PolicyLoadBased)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
 )
@@ -148,8 +149,8 @@ func TestPowerOfTwoPressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pk.Engine.ID != tt.want || pk.Reason != TypePowerOfTwo {
-				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Engine.ID, pk.Reason, tt.want, TypePowerOfTwo)
+			if pk.Engine.ID != tt.want || pk.Reason != config.PolicyPowerOfTwo {
+				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Engine.ID, pk.Reason, tt.want, config.PolicyPowerOfTwo)
 			}
 		})
 	}
@@ -314,5 +315,24 @@ func TestComparePressureProductsNoOverflow(t *testing.T) {
 	const big = int64(1) << 62
 	if c := compareProducts(big, 4, big, 3); c <= 0 {
 		t.Errorf("compareProducts overflowed: got %d, want > 0", c)
+	}
+}
+
+// TestNewBuildsEveryConfiguredType: every policy type configuration accepts builds, and the
+// policy reports that name.
+func TestNewBuildsEveryConfiguredType(t *testing.T) {
+	f := newFixture(t)
+	deps := f.deps
+	deps.Prefix = LocalIndex{}
+	deps.Affinity = newAffinity(t)
+	for _, typ := range config.PolicyTypes() {
+		p, err := New(config.PolicySpec{Type: typ}, deps)
+		if err != nil {
+			t.Errorf("New(%s) error: %v", typ, err)
+			continue
+		}
+		if p.Name() != typ {
+			t.Errorf("New(%s).Name() = %s", typ, p.Name())
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -27,7 +28,7 @@ func NewPowerOfTwo(deps Deps, limits admission.Limits) *PowerOfTwo {
 }
 
 // Name implements Policy.
-func (p *PowerOfTwo) Name() string { return TypePowerOfTwo }
+func (p *PowerOfTwo) Name() string { return config.PolicyPowerOfTwo }
 
 // Pick implements Policy.
 func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
@@ -41,7 +42,7 @@ func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	}
 	if n == 1 {
 		req.Trace.setDetail("single candidate")
-		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, TypePowerOfTwo)
+		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, config.PolicyPowerOfTwo)
 	}
 	i := p.intN(n)
 	j := p.intN(n - 1)
@@ -53,11 +54,11 @@ func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if comparePressure(req.Stage, ob, oa) < 0 {
 		req.Trace.note(a, oa, "", "sampled")
 		req.Trace.setDetail(pressureBasis(oa, ob))
-		return admitSelected(p.limits, b, ob, &req, TypePowerOfTwo)
+		return admitSelected(p.limits, b, ob, &req, config.PolicyPowerOfTwo)
 	}
 	req.Trace.note(b, ob, "", "sampled")
 	req.Trace.setDetail(pressureBasis(oa, ob))
-	return admitSelected(p.limits, a, oa, &req, TypePowerOfTwo)
+	return admitSelected(p.limits, a, oa, &req, config.PolicyPowerOfTwo)
 }
 
 // pressureBasis says which measure a pairwise comparison used, for explain output.

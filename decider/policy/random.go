@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -22,7 +23,7 @@ func NewRandom(deps Deps, limits admission.Limits) *Random {
 }
 
 // Name implements Policy.
-func (p *Random) Name() string { return TypeRandom }
+func (p *Random) Name() string { return config.PolicyRandom }
 
 // Pick implements Policy.
 func (p *Random) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
@@ -34,5 +35,5 @@ func (p *Random) Pick(_ context.Context, engines []*registry.Engine, req Request
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRandom)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRandom)
 }

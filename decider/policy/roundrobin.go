@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -24,7 +25,7 @@ func NewRoundRobin(deps Deps, limits admission.Limits) *RoundRobin {
 }
 
 // Name implements Policy.
-func (p *RoundRobin) Name() string { return TypeRoundRobin }
+func (p *RoundRobin) Name() string { return config.PolicyRoundRobin }
 
 // Pick implements Policy.
 func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
@@ -37,5 +38,5 @@ func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRoundRobin)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRoundRobin)
 }
