@@ -31,7 +31,9 @@ func mustPick(t *testing.T, p Policy, engines []*registry.Engine, req Request) P
 }
 
 func TestSessionAware(t *testing.T) {
+	t.Parallel()
 	t.Run("no key binds nothing", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
@@ -41,6 +43,7 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("first call binds, later calls reuse regardless of pressure", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
@@ -57,6 +60,7 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("rejected bound engine fails the attempt and keeps its binding", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
@@ -75,6 +79,7 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("binding outside the group is replaced", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
@@ -95,6 +100,7 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("bindings are scoped by bucket and stage", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
@@ -106,6 +112,7 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("concurrent first requests converge", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c", "d")
 		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
@@ -132,6 +139,7 @@ func TestSessionAware(t *testing.T) {
 }
 
 func TestSticky(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	store := newAffinity(t)

@@ -39,6 +39,7 @@ func defaults() config.CacheAwareSettings {
 func tokens(n int) []uint32 { return make([]uint32, n) }
 
 func TestCacheAware(t *testing.T) {
+	t.Parallel()
 	const input = 8000
 	type load struct{ waiting, uncachedQ, running int64 }
 	tests := []struct {
@@ -154,6 +155,7 @@ func TestCacheAware(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t)
 			es := f.engines(registry.RolePrefill, "a", "b", "c")
 			for _, w := range es {
@@ -190,6 +192,7 @@ func TestCacheAware(t *testing.T) {
 }
 
 func TestCacheAwarePrefixStatus(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	for _, tt := range []struct {
@@ -203,6 +206,7 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 		{"no token ids", &fakePrefix{slots: f.slots}, nil, PrefixNoTokens},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := NewCacheAware(f.deps, admission.Limits{}, defaults(), tt.src)
 			tr := &Trace{}
 			pk, err := p.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: int64(len(tt.toks)), TokenIDs: tt.toks, Trace: tr})
@@ -212,12 +216,14 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 		})
 	}
 	t.Run("a rejected query is an error", func(t *testing.T) {
+		t.Parallel()
 		p := NewCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots, err: errors.New("bad namespace")})
 		if _, err := p.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 3, TokenIDs: tokens(3)}); err == nil {
 			t.Error("Pick() swallowed a rejected query")
 		}
 	})
 	t.Run("decode group is a configuration error", func(t *testing.T) {
+		t.Parallel()
 		p := NewCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots})
 		if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RoleDecode}); !errors.Is(err, ErrInvalidConfiguration) {
 			t.Errorf("Pick(decode) = %v, want ErrInvalidConfiguration", err)
@@ -226,6 +232,7 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 }
 
 func TestPrefixMemoSharesOneLookup(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	src := &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 4096}}

@@ -12,6 +12,7 @@ import (
 // TestCacheAwareOverLocalIndex runs the cache-aware policy over the real KV index: the engine
 // that stored a long prefix gets the request; a cold prefix falls back.
 func TestCacheAwareOverLocalIndex(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b", "c")
 	ix, err := kvindex.New(kvindex.Config{})

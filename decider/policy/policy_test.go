@@ -27,10 +27,12 @@ func pickIDs(t *testing.T, p Policy, engines []*registry.Engine, req Request, n 
 }
 
 func TestEmptyCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, p := range []Policy{NewRoundRobin(f.deps, admission.Limits{}), NewRandom(f.deps, admission.Limits{}),
 		NewPowerOfTwo(f.deps, admission.Limits{}), NewLeastLoad(f.deps, admission.Limits{})} {
 		t.Run(p.Name(), func(t *testing.T) {
+			t.Parallel()
 			if _, err := p.Pick(context.Background(), nil, Request{Stage: registry.RolePlain}); !errors.Is(err, ErrNoCandidates) {
 				t.Errorf("Pick(empty) error = %v, want ErrNoCandidates", err)
 			}
@@ -39,6 +41,7 @@ func TestEmptyCandidates(t *testing.T) {
 }
 
 func TestRoundRobinCursorPerInstance(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	p1, p2 := NewRoundRobin(f.deps, admission.Limits{}), NewRoundRobin(f.deps, admission.Limits{})
@@ -52,6 +55,7 @@ func TestRoundRobinCursorPerInstance(t *testing.T) {
 }
 
 func TestRandomCoversCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	seen := map[string]int{}
@@ -66,6 +70,7 @@ func TestRandomCoversCandidates(t *testing.T) {
 }
 
 func TestPowerOfTwoPressure(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		stage   registry.Role
@@ -135,6 +140,7 @@ func TestPowerOfTwoPressure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t)
 			es := f.engines(tt.stage, "a", "b")
 			for id, r := range tt.loads {
@@ -157,6 +163,7 @@ func TestPowerOfTwoPressure(t *testing.T) {
 }
 
 func TestPowerOfTwoQueueTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	// a: 1000 tokens/s, 4000 waiting uncached -> 4 s queue. b: 10000 tokens/s, 8000 -> 0.8 s.
@@ -193,6 +200,7 @@ func TestPowerOfTwoQueueTime(t *testing.T) {
 }
 
 func TestPowerOfTwoAdmissionOnceNoResample(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 1))  // less pressured: chosen
@@ -211,6 +219,7 @@ func TestPowerOfTwoAdmissionOnceNoResample(t *testing.T) {
 }
 
 func TestPowerOfTwoSingleCandidateChecksAdmission(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a")
 	f.report("a", nativeLoad(0, 5, 0))
@@ -225,6 +234,7 @@ func TestPowerOfTwoSingleCandidateChecksAdmission(t *testing.T) {
 }
 
 func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "stale", "partial")
 	stale := nativeLoad(0, 100, 100)
@@ -237,6 +247,7 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 	limits := admission.Limits{MaxRunningRequests: 1, MaxWaitingRequests: 1}
 	for _, w := range es {
 		t.Run(w.ID, func(t *testing.T) {
+			t.Parallel()
 			p := NewRoundRobin(f.deps, limits)
 			pk, err := p.Pick(context.Background(), []*registry.Engine{w}, Request{Stage: registry.RolePlain})
 			if err != nil || pk.Engine != w {
@@ -247,7 +258,9 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 }
 
 func TestLeastLoad(t *testing.T) {
+	t.Parallel()
 	t.Run("dispatches since the report are added", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		f.report("a", loadtable.Report{Running: 2, Waiting: 0, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: time.Now().Add(-time.Second)})
@@ -260,18 +273,23 @@ func TestLeastLoad(t *testing.T) {
 		}
 	})
 	t.Run("dispatches before the report are not counted twice", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
+		// Two dispatches to a, then reports captured a millisecond later that already count them.
+		dispatched := time.Now().Add(-time.Second)
+		f.now = func() time.Time { return dispatched }
 		f.inflight(es[0], 2)
-		time.Sleep(2 * time.Millisecond)
-		f.report("a", loadtable.Report{Running: 2, KVUsedTokens: 1, KVCapacityTokens: 10})
-		f.report("b", loadtable.Report{Running: 3, KVUsedTokens: 1, KVCapacityTokens: 10})
+		captured := dispatched.Add(time.Millisecond)
+		f.report("a", loadtable.Report{Running: 2, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
+		f.report("b", loadtable.Report{Running: 3, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
 		p := NewLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "a" {
 			t.Errorf("Pick() = %s, want a", got[0])
 		}
 	})
 	t.Run("a missing report ranks everyone by in-flight", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		f.report("a", loadtable.Report{Running: 0, KVUsedTokens: 1, KVCapacityTokens: 10})
@@ -283,6 +301,7 @@ func TestLeastLoad(t *testing.T) {
 		}
 	})
 	t.Run("ties rotate", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c")
 		f.inflight(es[1], 1)
@@ -294,6 +313,7 @@ func TestLeastLoad(t *testing.T) {
 }
 
 func TestTraceRecordsCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 0))
@@ -312,6 +332,7 @@ func TestTraceRecordsCandidates(t *testing.T) {
 }
 
 func TestComparePressureProductsNoOverflow(t *testing.T) {
+	t.Parallel()
 	const big = int64(1) << 62
 	if c := compareProducts(big, 4, big, 3); c <= 0 {
 		t.Errorf("compareProducts overflowed: got %d, want > 0", c)
@@ -321,6 +342,7 @@ func TestComparePressureProductsNoOverflow(t *testing.T) {
 // TestNewBuildsEveryConfiguredType: every policy type configuration accepts builds, and the
 // policy reports that name.
 func TestNewBuildsEveryConfiguredType(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	deps := f.deps
 	deps.Prefix = LocalIndex{}
