@@ -111,85 +111,43 @@ func (b *Bucket) Limits() Limits { return b.limits }
 // IsPD reports whether the bucket selects a prefill + decode pair.
 func (b *Bucket) IsPD() bool { return b.pd != nil }
 
-// BucketRequest is the prepared routing facts of one Decide call, shared by every bucket attempt.
-type BucketRequest struct {
-	Model              string
-	InputTokens        int64
-	ExpectedPeakTokens int64
-	HasPeak            bool
-	TokenIDs           []uint32
-	SessionKey         string
-	RoutingKey         string
-	// LoRA and CacheSalt are the request's KV namespace beside Model (empty for none).
-	LoRA      string
-	CacheSalt string
-	// Adapter, when set, restricts candidates to engines that declare this LoRA adapter.
-	Adapter string
-	// Exclude lists engine ids the caller already failed on.
-	Exclude []string
-	// Prefix memoises the prefix lookup across this call's bucket and group attempts.
-	Prefix *policy.PrefixMemo
-}
-
-// BucketPick is a complete selection from one bucket: Plain for a plain bucket, or Prefill and
-// Decode for a PD bucket (PD set).
-type BucketPick struct {
-	PD      bool
-	Plain   policy.Pick
-	Prefill policy.Pick
-	Decode  policy.Pick
-}
-
 // stageTracer creates per-stage traces for explain output; nil when not explaining.
 type stageTracer interface {
 	stage(role registry.Role, g *EngineGroup, reg *registry.Snapshot, model string) *policy.Trace
 	done(t *policy.Trace, pick policy.Pick, err error)
 }
 
-// PickEngines asks the bucket's groups for a complete selection. A failure carries the stage it
-// happened in (a *StageError). For PD, a decode failure discards the tentative prefill pick.
-func (b *Bucket) PickEngines(ctx context.Context, reg *registry.Snapshot, req *BucketRequest) (BucketPick, error) {
-	return b.pickEngines(ctx, reg, req, nil)
-}
-
-func (b *Bucket) pickEngines(ctx context.Context, reg *registry.Snapshot, req *BucketRequest, tr stageTracer) (BucketPick, error) {
+// pickEngines asks the bucket's groups for a complete selection for req, among engines that
+// declare adapter unless it is "": a Decision with BucketID and the plain pick, or PD set and
+// the prefill and decode picks. A failure carries the stage it happened in (a *StageError). For
+// PD, a decode failure discards the tentative prefill pick.
+func (b *Bucket) pickEngines(ctx context.Context, reg *registry.Snapshot, req *policy.Request, adapter string, tr stageTracer) (Decision, error) {
 	if b.plain != nil {
-		p, err := b.pickStage(ctx, reg, req, b.plain, tr)
+		p, err := b.pickStage(ctx, reg, req, adapter, b.plain, tr)
 		if err != nil {
-			return BucketPick{}, err
+			return Decision{}, err
 		}
-		return BucketPick{Plain: p}, nil
+		return Decision{BucketID: b.id, Plain: p}, nil
 	}
-	pre, err := b.pickStage(ctx, reg, req, b.pd.prefill, tr)
+	pre, err := b.pickStage(ctx, reg, req, adapter, b.pd.prefill, tr)
 	if err != nil {
-		return BucketPick{}, err
+		return Decision{}, err
 	}
-	dec, err := b.pickStage(ctx, reg, req, b.pd.decode, tr)
+	dec, err := b.pickStage(ctx, reg, req, adapter, b.pd.decode, tr)
 	if err != nil {
-		return BucketPick{}, err
+		return Decision{}, err
 	}
-	return BucketPick{PD: true, Prefill: pre, Decode: dec}, nil
+	return Decision{BucketID: b.id, PD: true, Prefill: pre, Decode: dec}, nil
 }
 
-func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *BucketRequest, g *EngineGroup, tr stageTracer) (policy.Pick, error) {
-	pr := policy.Request{
-		Model:              req.Model,
-		Stage:              g.role,
-		BucketID:           b.id,
-		InputTokens:        req.InputTokens,
-		ExpectedPeakTokens: req.ExpectedPeakTokens,
-		HasPeak:            req.HasPeak,
-		TokenIDs:           req.TokenIDs,
-		SessionKey:         req.SessionKey,
-		RoutingKey:         req.RoutingKey,
-		LoRA:               req.LoRA,
-		CacheSalt:          req.CacheSalt,
-		Prefix:             req.Prefix,
-	}
+// pickStage runs group g's pick on a copy of req carrying this attempt's fields.
+func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *policy.Request, adapter string, g *EngineGroup, tr stageTracer) (policy.Pick, error) {
+	pr := *req
+	pr.Stage, pr.BucketID, pr.Trace = g.role, b.id, nil
 	if tr != nil {
 		pr.Trace = tr.stage(g.role, g, reg, req.Model)
 	}
-	p, err := g.pick(ctx, reg, pr, req.Exclude, req.Adapter)
+	p, err := g.pick(ctx, reg, pr, adapter)
 	if tr != nil {
 		tr.done(pr.Trace, p, err)
 	}

@@ -38,48 +38,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Request is one Decide call's input, free of transport types.
-type Request struct {
-	Model       string
-	InputTokens int64
-	// ExpectedPeakTokens is input plus output budget, valid when HasPeak.
-	ExpectedPeakTokens int64
-	HasPeak            bool
-	// TokenIDs, when present, must have InputTokens entries.
-	TokenIDs   []uint32
-	SessionKey string
-	RoutingKey string
-	RequestID  string
-	// LoRAName is the LoRA adapter the request names beside its model (SGLang lora_path); empty
-	// when none. A Model that is itself an adapter some engine declares is resolved to its base
-	// model (see resolveAdapter).
-	LoRAName string
-	// CacheSalt isolates the request's cached blocks from other tenants' (vLLM and SGLang
-	// cache_salt); empty for none. It only changes the prefix lookup's namespace.
-	CacheSalt string
-	// DryRun selects without acquiring a lease.
-	DryRun bool
-	// Explain asks for the candidates, rejections and load ages considered.
-	Explain bool
-	// ExcludeEngineIDs are engines the caller already failed on (one retry).
-	ExcludeEngineIDs []string
-}
-
-// EnginePick is one selected engine and why.
-type EnginePick struct {
-	Engine *registry.Engine
-	Reason string
-}
-
 // Decision is a complete selection: one plain engine, or a prefill + decode pair from the same
 // bucket, plus the lease holding their in-flight accounting.
 type Decision struct {
 	BucketID      string
 	ConfigVersion int64
 	PD            bool
-	Plain         EnginePick
-	Prefill       EnginePick
-	Decode        EnginePick
+	// Plain is set for a plain bucket; Prefill and Decode for a PD bucket (PD set).
+	Plain   policy.Pick
+	Prefill policy.Pick
+	Decode  policy.Pick
 	// Lease is zero for dry runs.
 	Lease   inflight.Lease
 	Explain *Explain
@@ -195,7 +163,9 @@ func (rt *runtime) resolver(d *Decider, model string) (*BucketResolver, error) {
 // bucket (all picks repeated there); an invalid signal, configuration or foreign pick stops with
 // KindInternal. Exhaustion returns KindUnavailable with every admission rejection met, or the last
 // stage that had no candidates. Unless DryRun, a lease is acquired on the selected engines.
-func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
+//
+// The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
+func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {
 	rt := d.rt.Load()
 	if rt == nil {
 		return Decision{}, &Error{Kind: KindUnavailable, Reason: ReasonInvalidConfiguration, Message: "no configuration loaded yet"}
@@ -208,29 +178,19 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 	if aerr != nil {
 		return Decision{}, aerr
 	}
-	req.Model = ar.model
+	req.Model, req.LoRAName = ar.model, ar.lora
+	adapter := "" // when set, only engines declaring this adapter are candidates
+	if ar.require {
+		adapter = ar.lora
+	}
 	res, err := rt.resolver(d, req.Model)
 	if err != nil {
 		return Decision{}, internal(ReasonInvalidConfiguration, err)
 	}
-	br := BucketRequest{
-		Model:              req.Model,
-		InputTokens:        req.InputTokens,
-		ExpectedPeakTokens: req.ExpectedPeakTokens,
-		HasPeak:            req.HasPeak,
-		TokenIDs:           req.TokenIDs,
-		SessionKey:         req.SessionKey,
-		RoutingKey:         req.RoutingKey,
-		LoRA:               ar.lora,
-		CacheSalt:          req.CacheSalt,
-		Exclude:            req.ExcludeEngineIDs,
-	}
-	if ar.require {
-		br.Adapter = ar.lora
-	}
+	req.Prefix = nil
 	if len(req.TokenIDs) > 0 {
 		// One prefix lookup per call, shared by every bucket and group that asks for it.
-		br.Prefix = &policy.PrefixMemo{}
+		req.Prefix = &policy.PrefixMemo{}
 	}
 	var ex *explainer
 	var tr stageTracer
@@ -243,20 +203,13 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 		lastEmpty  registry.Role
 		matched    bool
 	)
-	for _, b := range res.ordered {
-		if !b.limits.fits(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
-			continue
-		}
+	for b := range res.Resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
 		matched = true
 		ex.begin(b)
-		pick, err := b.pickEngines(ctx, reg, &br, tr)
+		dec, err := b.pickEngines(ctx, reg, &req, adapter, tr)
 		if err == nil {
 			ex.end("picked")
-			dec := Decision{BucketID: b.id, ConfigVersion: rt.version, PD: pick.PD,
-				Plain:   EnginePick(pick.Plain),
-				Prefill: EnginePick(pick.Prefill),
-				Decode:  EnginePick(pick.Decode),
-			}
+			dec.ConfigVersion = rt.version
 			if !req.DryRun {
 				if dec.Lease, err = d.acquire(&dec); err != nil {
 					return Decision{}, err
@@ -323,7 +276,7 @@ func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
 	return l, nil
 }
 
-func (d *Decider) validate(req *Request) error {
+func (d *Decider) validate(req *policy.Request) error {
 	switch {
 	case req.Model == "":
 		return invalidArgument(ReasonEmptyModel, "model is empty; name the model the request is for")
@@ -333,6 +286,16 @@ func (d *Decider) validate(req *Request) error {
 		return invalidArgument(ReasonTokenIDsMismatch, "token_ids has %d entries but input_tokens is %d; they must describe the same prompt", len(req.TokenIDs), req.InputTokens)
 	}
 	return checkSignal(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak)
+}
+
+func checkSignal(input, peak int64, hasPeak bool) error {
+	if input < 0 {
+		return invalidArgument(ReasonInvalidInputTokens, "input_tokens %d is negative; send the prompt length in tokens", input)
+	}
+	if hasPeak && peak < input {
+		return invalidArgument(ReasonPeakBelowInput, "expected_peak_tokens %d is below input_tokens %d; send input plus the output budget, or omit it", peak, input)
+	}
+	return nil
 }
 
 // ExpectedPeak returns input + output budget, refusing negative values and int64 overflow.
@@ -361,7 +324,7 @@ func unknownModel(model string, known []string) *Error {
 	return invalidArgument(ReasonUnknownModel, "no engine serves model %q (%s)", model, hint)
 }
 
-func (d *Decider) noMatchingBucket(req *Request, res *BucketResolver) *Error {
+func (d *Decider) noMatchingBucket(req *policy.Request, res *BucketResolver) *Error {
 	need := fmt.Sprintf("input_tokens %d", req.InputTokens)
 	if req.HasPeak {
 		need += fmt.Sprintf(" with expected_peak_tokens %d", req.ExpectedPeakTokens)

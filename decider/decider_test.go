@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-func decideErr(t *testing.T, f *fixture, req Request) *Error {
+func decideErr(t *testing.T, f *fixture, req policy.Request) *Error {
 	t.Helper()
 	_, err := f.d.Decide(context.Background(), req)
 	var e *Error
@@ -29,14 +29,14 @@ func TestDecideDefaultBuckets(t *testing.T) {
 		engine("d1", registry.RoleDecode, "pd-model"),
 	})
 	f.apply("{}")
-	dec, err := f.d.Decide(context.Background(), Request{Model: "plain-model", InputTokens: 10})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "plain-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dec.BucketID != "plain" || dec.PD || dec.Plain.Engine.ID != "a1" || dec.ConfigVersion != 7 {
 		t.Errorf("plain model decision = %+v, want bucket plain engine a1 version 7", dec)
 	}
-	dec, err = f.d.Decide(context.Background(), Request{Model: "pd-model", InputTokens: 10})
+	dec, err = f.d.Decide(context.Background(), policy.Request{Model: "pd-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ buckets:
         decode: {worker_ids: [d2]}
 `)
 	f.running("d1", 4) // at the cap: rejected
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 100})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ buckets:
     groups: {plain: {worker_ids: []}}
 `)
 	f.running("a", 2)
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
 	if e.Kind != KindUnavailable || e.Reason != ReasonAdmissionRejected {
 		t.Fatalf("Decide() error = %v (%s %s), want Unavailable ADMISSION_REJECTED", e, e.Kind, e.Reason)
 	}
@@ -125,10 +125,10 @@ buckets:
     groups: {plain: {worker_ids: [b], policy: {type: random, admission: {max_inflight_requests: 1}}}}
 `)
 	f.running("a", 1)
-	if _, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 200}); err != nil {
+	if _, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 200}); err != nil {
 		t.Fatal(err) // only "two" fits 200 tokens: b gets one in-flight
 	}
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 50})
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 50})
 	want := []Rejection{
 		{BucketID: "one", Role: registry.RolePlain, EngineID: "a", Limit: admission.LimitRunningRequests},
 		{BucketID: "two", Role: registry.RolePlain, EngineID: "b", Limit: admission.LimitInflightRequests},
@@ -156,7 +156,7 @@ func TestDecideLastEmptyStage(t *testing.T) {
 				f.reg.SetHealth(tt.unhealthy, registry.Health{Healthy: false, Reason: "probe failed"})
 			}
 			f.apply("{}")
-			e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+			e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
 			if e.Kind != KindUnavailable || e.Reason != tt.want {
 				t.Errorf("Decide() = %s %s (%v), want Unavailable %s", e.Kind, e.Reason, e, tt.want)
 			}
@@ -186,7 +186,7 @@ func TestDecideForeignPickStopsTheLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.d.rt.Load().models.Store("m", res)
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
 	if e.Kind != KindInternal || e.Reason != ReasonOutsideCandidates || !errors.Is(e, ErrOutsideCandidates) {
 		t.Errorf("Decide() = %s %s (%v), want Internal OUTSIDE_CANDIDATES", e.Kind, e.Reason, e)
 	}
@@ -236,15 +236,15 @@ buckets:
 `)
 	tests := []struct {
 		name   string
-		req    Request
+		req    policy.Request
 		reason string
 	}{
-		{"empty model", Request{InputTokens: 1}, ReasonEmptyModel},
-		{"unknown model", Request{Model: "nope", InputTokens: 1}, ReasonUnknownModel},
-		{"negative input", Request{Model: "m", InputTokens: -5}, ReasonInvalidInputTokens},
-		{"peak below input", Request{Model: "m", InputTokens: 10, ExpectedPeakTokens: 9, HasPeak: true}, ReasonPeakBelowInput},
-		{"token ids disagree with input", Request{Model: "m", InputTokens: 3, TokenIDs: []uint32{1, 2}}, ReasonTokenIDsMismatch},
-		{"no bucket fits", Request{Model: "m", InputTokens: 101}, ReasonNoMatchingBucket},
+		{"empty model", policy.Request{InputTokens: 1}, ReasonEmptyModel},
+		{"unknown model", policy.Request{Model: "nope", InputTokens: 1}, ReasonUnknownModel},
+		{"negative input", policy.Request{Model: "m", InputTokens: -5}, ReasonInvalidInputTokens},
+		{"peak below input", policy.Request{Model: "m", InputTokens: 10, ExpectedPeakTokens: 9, HasPeak: true}, ReasonPeakBelowInput},
+		{"token ids disagree with input", policy.Request{Model: "m", InputTokens: 3, TokenIDs: []uint32{1, 2}}, ReasonTokenIDsMismatch},
+		{"no bucket fits", policy.Request{Model: "m", InputTokens: 101}, ReasonNoMatchingBucket},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ buckets:
 	t.Run("too many token ids", func(t *testing.T) {
 		f.d.cfg.MaxTokenIDs = 4
 		defer func() { f.d.cfg.MaxTokenIDs = 2 << 20 }()
-		e := decideErr(t, f, Request{Model: "m", InputTokens: 5, TokenIDs: []uint32{1, 2, 3, 4, 5}})
+		e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 5, TokenIDs: []uint32{1, 2, 3, 4, 5}})
 		if e.Reason != ReasonTooManyTokenIDs {
 			t.Errorf("Decide() reason = %s, want %s", e.Reason, ReasonTooManyTokenIDs)
 		}
@@ -281,14 +281,14 @@ func TestDecideDryRunAndExclude(t *testing.T) {
 default_policy:
   plain: {type: round_robin}
 `)
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, DryRun: true, ExcludeEngineIDs: []string{"a"}})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, DryRun: true, ExcludeEngineIDs: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dec.Plain.Engine.ID != "b" || dec.Lease.ID != "" || f.inFlight("b") != 0 {
 		t.Errorf("dry run with a excluded = %s lease %q inflight %d; want b, no lease, nothing in flight", dec.Plain.Engine.ID, dec.Lease.ID, f.inFlight("b"))
 	}
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
 	if e.Reason != ReasonNoCandidates {
 		t.Errorf("all excluded: reason %s, want %s", e.Reason, ReasonNoCandidates)
 	}
@@ -305,7 +305,7 @@ buckets:
     groups: {plain: {worker_ids: [b]}}
 `)
 	f.running("a", 3)
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, Explain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestExplainSaysWhyAnEngineIsExcluded(t *testing.T) {
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply("{}")
 	f.reg.SetHealth("a", registry.Health{Healthy: false, Reason: "circuit breaker open"})
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}

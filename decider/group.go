@@ -79,19 +79,15 @@ func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*regist
 	return engines
 }
 
-// Pick selects one engine for req among the group's candidates minus exclude (engine ids the
-// caller already failed on). It returns policy.ErrNoCandidates without invoking the policy when
+// pick selects one engine for req among the group's candidates minus req.ExcludeEngineIDs
+// (engines the caller already failed on) and, unless adapter is "", minus engines that do not
+// declare that LoRA adapter. It returns policy.ErrNoCandidates without invoking the policy when
 // nothing is eligible, and an error wrapping ErrOutsideCandidates when the policy returns an
 // engine that is not one of the candidates it was given (compared by identity, so a newly
 // allocated engine with a candidate's id is rejected too).
-func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string) (policy.Pick, error) {
-	return g.pick(ctx, reg, req, exclude, "")
-}
-
-// pick is Pick with candidates further restricted to engines declaring adapter, unless it is "".
-func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string, adapter string) (policy.Pick, error) {
+func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, adapter string) (policy.Pick, error) {
 	engines := g.Candidates(reg, req.Model)
-	if len(exclude) > 0 || adapter != "" {
+	if exclude := req.ExcludeEngineIDs; len(exclude) > 0 || adapter != "" {
 		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Engine) bool {
 			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
 		})

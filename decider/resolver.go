@@ -3,6 +3,7 @@ package decider
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 )
 
@@ -40,28 +41,15 @@ func NewBucketResolver(buckets []*Bucket) (*BucketResolver, error) {
 // Buckets returns every bucket in resolution order.
 func (r *BucketResolver) Buckets() []*Bucket { return slices.Clone(r.ordered) }
 
-// Resolve returns the buckets a request fits, smallest capacity first; possibly none. A known
-// peak below the input length, or negative counts, are an invalid signal (*Error with kind
-// InvalidArgument).
-func (r *BucketResolver) Resolve(input, peak int64, hasPeak bool) ([]*Bucket, error) {
-	if err := checkSignal(input, peak, hasPeak); err != nil {
-		return nil, err
-	}
-	var out []*Bucket
-	for _, b := range r.ordered {
-		if b.limits.fits(input, peak, hasPeak) {
-			out = append(out, b)
+// Resolve yields the buckets a request of input tokens fits (with a known peak when hasPeak),
+// smallest capacity first; possibly none. It allocates nothing. The caller has checked the
+// signal (Decide's validate refuses negative counts and a peak below the input).
+func (r *BucketResolver) Resolve(input, peak int64, hasPeak bool) iter.Seq[*Bucket] {
+	return func(yield func(*Bucket) bool) {
+		for _, b := range r.ordered {
+			if b.limits.fits(input, peak, hasPeak) && !yield(b) {
+				return
+			}
 		}
 	}
-	return out, nil
-}
-
-func checkSignal(input, peak int64, hasPeak bool) error {
-	if input < 0 {
-		return invalidArgument(ReasonInvalidInputTokens, "input_tokens %d is negative; send the prompt length in tokens", input)
-	}
-	if hasPeak && peak < input {
-		return invalidArgument(ReasonPeakBelowInput, "expected_peak_tokens %d is below input_tokens %d; send input plus the output budget, or omit it", peak, input)
-	}
-	return nil
 }

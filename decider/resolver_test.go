@@ -1,7 +1,9 @@
 package decider
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,10 +47,7 @@ func TestResolverOrdering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.Resolve(1000, 0, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := slices.Collect(r.Resolve(1000, 0, false))
 	want := []string{"ctx-bound", "tie-a", "tie-b", "ranked-late", "open-ranked", "open-a", "open-b"}
 	if diff := cmp.Diff(want, ids(got)); diff != "" {
 		t.Errorf("Resolve() order mismatch (-want +got):\n%s", diff)
@@ -84,10 +83,7 @@ func TestResolverFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := r.Resolve(tt.input, tt.peak, tt.hasPeak)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := slices.Collect(r.Resolve(tt.input, tt.peak, tt.hasPeak))
 			if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
 				t.Errorf("Resolve(%d, %d) mismatch (-want +got):\n%s", tt.input, tt.peak, diff)
 			}
@@ -95,11 +91,15 @@ func TestResolverFit(t *testing.T) {
 	}
 }
 
-func TestResolverInvalidSignal(t *testing.T) {
-	r, err := NewBucketResolver([]*Bucket{plainBucket(t, "all", 0, lim(0, Unbounded, Unbounded))})
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestDecideInvalidSignal: a known peak below the input, or a negative input, is refused before
+// any bucket is resolved.
+func TestDecideInvalidSignal(t *testing.T) {
+	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
+	f.apply(`
+buckets:
+  - id: all
+    groups: {plain: {}}
+`)
 	for _, tt := range []struct {
 		name        string
 		input, peak int64
@@ -109,10 +109,10 @@ func TestResolverInvalidSignal(t *testing.T) {
 		{"negative input", -1, 0, ReasonInvalidInputTokens},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := r.Resolve(tt.input, tt.peak, true)
+			_, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: tt.input, ExpectedPeakTokens: tt.peak, HasPeak: true})
 			var e *Error
 			if !errors.As(err, &e) || e.Kind != KindInvalidArgument || e.Reason != tt.reason {
-				t.Errorf("Resolve() error = %v, want %s InvalidArgument", err, tt.reason)
+				t.Errorf("Decide() error = %v, want %s InvalidArgument", err, tt.reason)
 			}
 		})
 	}
