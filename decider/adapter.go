@@ -53,11 +53,11 @@ func resolveAdapter(reg *registry.Snapshot, req *policy.Request) (adapterRoute, 
 		return adapterRoute{}, unknownModel(req.Model, reg.Models())
 	case len(bases) > 1:
 		slices.Sort(bases)
-		return adapterRoute{}, invalidArgument(ReasonAdapterConflict,
+		return adapterRoute{}, invalidArgument(reasonAdapterConflict,
 			"model %q is a LoRA adapter of several base models (%s); send the base model as model and the adapter as lora_name",
 			req.Model, strings.Join(bases, ", "))
 	case req.LoRAName != "" && req.LoRAName != req.Model:
-		return adapterRoute{}, invalidArgument(ReasonAdapterConflict,
+		return adapterRoute{}, invalidArgument(reasonAdapterConflict,
 			"model %q is a LoRA adapter but lora_name is %q; name one adapter (or send the base model %q as model)",
 			req.Model, req.LoRAName, bases[0])
 	}

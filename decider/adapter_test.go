@@ -46,6 +46,7 @@ func matchedTokens(dec *Decision, id string) int64 {
 // lora_name beside the base model) goes to the base model's buckets, to engines declaring the
 // adapter, and matches only blocks cached under that adapter and cache salt.
 func TestDecideLoRAAndSaltNamespaces(t *testing.T) {
+	t.Parallel()
 	ix, err := kvindex.New(kvindex.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +104,7 @@ default_policy:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			req := tc.req
 			req.TokenIDs, req.InputTokens, req.DryRun, req.Explain = q, int64(len(q)), true, true
 			dec, err := f.d.Decide(context.Background(), req)
@@ -124,6 +126,7 @@ default_policy:
 	}
 
 	t.Run("page size 1, 100k tokens", func(t *testing.T) {
+		t.Parallel()
 		lq := append(append([]uint32{}, long...), 1, 2, 3)
 		dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", TokenIDs: lq, InputTokens: int64(len(lq)), DryRun: true, Explain: true})
 		if err != nil {
@@ -139,11 +142,12 @@ default_policy:
 		req    policy.Request
 		reason string
 	}{
-		{"unknown model", policy.Request{Model: "nope"}, ReasonUnknownModel},
-		{"adapter of two base models", policy.Request{Model: "shared"}, ReasonAdapterConflict},
-		{"model and lora_name name different adapters", policy.Request{Model: "sql-lora", LoRAName: "other"}, ReasonAdapterConflict},
+		{"unknown model", policy.Request{Model: "nope"}, reasonUnknownModel},
+		{"adapter of two base models", policy.Request{Model: "shared"}, reasonAdapterConflict},
+		{"model and lora_name name different adapters", policy.Request{Model: "sql-lora", LoRAName: "other"}, reasonAdapterConflict},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			c.req.InputTokens = 1
 			_, err := f.d.Decide(context.Background(), c.req)
 			var e *Error

@@ -7,14 +7,14 @@ import (
 	"slices"
 )
 
-// BucketResolver owns one model's buckets and orders the ones a request fits. It never looks at
+// bucketResolver owns one model's buckets and orders the ones a request fits. It never looks at
 // engines, load or policies.
-type BucketResolver struct {
-	ordered []*Bucket // by capacity (unbounded last), then rank, then id
+type bucketResolver struct {
+	ordered []*bucket // by capacity (unbounded last), then rank, then id
 }
 
-// NewBucketResolver validates the bucket set (unique non-empty ids) and fixes its order.
-func NewBucketResolver(buckets []*Bucket) (*BucketResolver, error) {
+// newBucketResolver validates the bucket set (unique non-empty ids) and fixes its order.
+func newBucketResolver(buckets []*bucket) (*bucketResolver, error) {
 	seen := make(map[string]bool, len(buckets))
 	for _, b := range buckets {
 		if b == nil {
@@ -26,8 +26,8 @@ func NewBucketResolver(buckets []*Bucket) (*BucketResolver, error) {
 		seen[b.id] = true
 	}
 	ordered := slices.Clone(buckets)
-	slices.SortStableFunc(ordered, func(a, b *Bucket) int {
-		if c := cmp.Compare(a.limits.Capacity(), b.limits.Capacity()); c != 0 {
+	slices.SortStableFunc(ordered, func(a, b *bucket) int {
+		if c := cmp.Compare(a.limits.capacity(), b.limits.capacity()); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.rank, b.rank); c != 0 {
@@ -35,17 +35,14 @@ func NewBucketResolver(buckets []*Bucket) (*BucketResolver, error) {
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	return &BucketResolver{ordered: ordered}, nil
+	return &bucketResolver{ordered: ordered}, nil
 }
-
-// Buckets returns every bucket in resolution order.
-func (r *BucketResolver) Buckets() []*Bucket { return slices.Clone(r.ordered) }
 
 // Resolve yields the buckets a request of input tokens fits (with a known peak when hasPeak),
 // smallest capacity first; possibly none. It allocates nothing. The caller has checked the
 // signal (Decide's validate refuses negative counts and a peak below the input).
-func (r *BucketResolver) Resolve(input, peak int64, hasPeak bool) iter.Seq[*Bucket] {
-	return func(yield func(*Bucket) bool) {
+func (r *bucketResolver) resolve(input, peak int64, hasPeak bool) iter.Seq[*bucket] {
+	return func(yield func(*bucket) bool) {
 		for _, b := range r.ordered {
 			if b.limits.fits(input, peak, hasPeak) && !yield(b) {
 				return

@@ -37,7 +37,7 @@ func TestSessionAware(t *testing.T) {
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, store, time.Minute)
 		if pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain}); pk.Reason != "no_session" || store.Len() != 0 {
 			t.Errorf("Pick() reason %q with %d bindings; want no_session and none", pk.Reason, store.Len())
 		}
@@ -46,10 +46,10 @@ func TestSessionAware(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		first := mustPick(t, p, es, req)
-		if first.Reason != ReasonAssigned {
+		if first.Reason != reasonAssigned {
 			t.Fatalf("first Pick reason = %q, want assigned", first.Reason)
 		}
 		f.report(first.Engine.ID, nativeLoad(100000, 50, 50)) // now much busier than the other
@@ -64,7 +64,7 @@ func TestSessionAware(t *testing.T) {
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{MaxRunningRequests: 10}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{MaxRunningRequests: 10}, store, time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		bound := mustPick(t, p, es, req).Engine
 		f.report(bound.ID, nativeLoad(0, 0, 10))
@@ -82,7 +82,7 @@ func TestSessionAware(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		bound := mustPick(t, p, es, req).Engine
 		var others []*registry.Engine
@@ -92,7 +92,7 @@ func TestSessionAware(t *testing.T) {
 			}
 		}
 		pk := mustPick(t, p, others, req)
-		if pk.Engine != others[0] || pk.Reason != ReasonAssigned {
+		if pk.Engine != others[0] || pk.Reason != reasonAssigned {
 			t.Fatalf("Pick() = %s (%s), want %s assigned", pk.Engine.ID, pk.Reason, others[0].ID)
 		}
 		if again := mustPick(t, p, es, req); again.Engine != others[0] {
@@ -104,7 +104,7 @@ func TestSessionAware(t *testing.T) {
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, store, time.Minute)
 		mustPick(t, p, es, Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s"})
 		mustPick(t, p, es, Request{Model: "m", BucketID: "b2", Stage: registry.RolePlain, SessionKey: "s"})
 		if store.Len() != 2 {
@@ -115,7 +115,7 @@ func TestSessionAware(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c", "d")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "race"}
 		var wg sync.WaitGroup
 		got := make([]*registry.Engine, 16)
@@ -143,7 +143,7 @@ func TestSticky(t *testing.T) {
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	store := newAffinity(t)
-	p := NewSticky(f.deps, admission.Limits{}, store, time.Minute, NewRoundRobin(f.deps, admission.Limits{}))
+	p := newSticky(f.deps, admission.Limits{}, store, time.Minute, newRoundRobin(f.deps, admission.Limits{}))
 	// Different routing keys spread by the round-robin fallback, then stick.
 	var first []string
 	for _, key := range []string{"t1", "t2", "t3"} {
@@ -163,7 +163,7 @@ func TestSticky(t *testing.T) {
 		t.Errorf("Pick() without routing key reason = %q", pk.Reason)
 	}
 	// The sticky policy checks the engine its fallback returns.
-	strict := NewSticky(f.deps, admission.Limits{MaxInflightRequests: 1}, newAffinity(t), time.Minute, NewRoundRobin(f.deps, admission.Limits{}))
+	strict := newSticky(f.deps, admission.Limits{MaxInflightRequests: 1}, newAffinity(t), time.Minute, newRoundRobin(f.deps, admission.Limits{}))
 	f.inflight(es[0], 1)
 	if _, err := strict.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePlain, RoutingKey: "x"}); err == nil {
 		t.Error("sticky admitted a fallback pick at its in-flight cap")

@@ -15,7 +15,7 @@ import (
 // configuration is refused at load time, never at request time.
 func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 	r := spec.Resolved()
-	limits := Limits(r.Admission)
+	limits := admissionLimits(r.Admission)
 	switch r.Type {
 	case config.PolicyRoundRobin, config.PolicyRandom, config.PolicyPowerOfTwo, config.PolicyLoadBased, "":
 		return newBasic(r.Type, deps, limits), nil
@@ -23,12 +23,12 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 		if deps.Prefix == nil {
 			return nil, fmt.Errorf("policy cache_aware needs a KV prefix index; start the decider with KV-event ingestion: %w", ErrInvalidConfiguration)
 		}
-		return NewCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
+		return newCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
 	case config.PolicySessionAware:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy session_aware needs an affinity store: %w", ErrInvalidConfiguration)
 		}
-		return NewSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
+		return newSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
 	case config.PolicySticky:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy sticky needs an affinity store: %w", ErrInvalidConfiguration)
@@ -36,7 +36,7 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 		if !slices.Contains(config.StickyFallbacks(), r.Fallback) {
 			return nil, fmt.Errorf("sticky fallback %q: use one of %s: %w", r.Fallback, strings.Join(config.StickyFallbacks(), ", "), ErrInvalidConfiguration)
 		}
-		return NewSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
+		return newSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
 	}
 	return nil, fmt.Errorf("unknown policy type %q: %w", spec.Type, ErrInvalidConfiguration)
 }
@@ -44,17 +44,18 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 func newBasic(typ string, deps Deps, limits admission.Limits) Policy {
 	switch typ {
 	case config.PolicyRoundRobin:
-		return NewRoundRobin(deps, limits)
+		return newRoundRobin(deps, limits)
 	case config.PolicyRandom:
-		return NewRandom(deps, limits)
+		return newRandom(deps, limits)
 	case config.PolicyLoadBased:
-		return NewLeastLoad(deps, limits)
+		return newLeastLoad(deps, limits)
 	}
-	return NewPowerOfTwo(deps, limits)
+	return newPowerOfTwo(deps, limits)
 }
 
-// Limits converts resolved configuration caps to admission caps (unset caps are zero in both).
-func Limits(a config.AdmissionLimits) admission.Limits {
+// admissionLimits converts resolved configuration caps to admission caps (unset caps are zero
+// in both).
+func admissionLimits(a config.AdmissionLimits) admission.Limits {
 	return admission.Limits{
 		MaxRunningRequests:      a.MaxRunningRequests,
 		MaxWaitingRequests:      a.MaxWaitingRequests,

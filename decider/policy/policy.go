@@ -81,8 +81,8 @@ type Request struct {
 	Trace *Trace
 }
 
-// Namespace is the KV-cache namespace of the request's prefix.
-func (r *Request) Namespace() Namespace {
+// namespace is the KV-cache namespace of the request's prefix.
+func (r *Request) namespace() Namespace {
 	return Namespace{Model: r.Model, LoRA: r.LoRAName, CacheSalt: r.CacheSalt}
 }
 

@@ -29,8 +29,8 @@ func pickIDs(t *testing.T, p Policy, engines []*registry.Engine, req Request, n 
 func TestEmptyCandidates(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	for _, p := range []Policy{NewRoundRobin(f.deps, admission.Limits{}), NewRandom(f.deps, admission.Limits{}),
-		NewPowerOfTwo(f.deps, admission.Limits{}), NewLeastLoad(f.deps, admission.Limits{})} {
+	for _, p := range []Policy{newRoundRobin(f.deps, admission.Limits{}), newRandom(f.deps, admission.Limits{}),
+		newPowerOfTwo(f.deps, admission.Limits{}), newLeastLoad(f.deps, admission.Limits{})} {
 		t.Run(p.Name(), func(t *testing.T) {
 			t.Parallel()
 			if _, err := p.Pick(context.Background(), nil, Request{Stage: registry.RolePlain}); !errors.Is(err, ErrNoCandidates) {
@@ -44,7 +44,7 @@ func TestRoundRobinCursorPerInstance(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
-	p1, p2 := NewRoundRobin(f.deps, admission.Limits{}), NewRoundRobin(f.deps, admission.Limits{})
+	p1, p2 := newRoundRobin(f.deps, admission.Limits{}), newRoundRobin(f.deps, admission.Limits{})
 	req := Request{Stage: registry.RolePlain}
 	if diff := cmp.Diff([]string{"a", "b", "c", "a"}, pickIDs(t, p1, es, req, 4)); diff != "" {
 		t.Errorf("first instance mismatch (-want +got):\n%s", diff)
@@ -59,7 +59,7 @@ func TestRandomCoversCandidates(t *testing.T) {
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	seen := map[string]int{}
-	for _, id := range pickIDs(t, NewRandom(f.deps, admission.Limits{}), es, Request{Stage: registry.RolePlain}, 600) {
+	for _, id := range pickIDs(t, newRandom(f.deps, admission.Limits{}), es, Request{Stage: registry.RolePlain}, 600) {
 		seen[id]++
 	}
 	for _, id := range []string{"a", "b", "c"} {
@@ -149,7 +149,7 @@ func TestPowerOfTwoPressure(t *testing.T) {
 			for _, w := range es {
 				f.inflight(w, tt.flights[w.ID])
 			}
-			p := NewPowerOfTwo(f.deps, admission.Limits{})
+			p := newPowerOfTwo(f.deps, admission.Limits{})
 			p.intN = seq(tt.draws...)
 			pk, err := p.Pick(context.Background(), es, Request{Stage: tt.stage})
 			if err != nil {
@@ -188,7 +188,7 @@ func TestPowerOfTwoQueueTime(t *testing.T) {
 			t.Fatalf("engine %s has no queue-time estimate: %+v ok=%v", w.ID, v, ok)
 		}
 	}
-	p := NewPowerOfTwo(f.deps, admission.Limits{})
+	p := newPowerOfTwo(f.deps, admission.Limits{})
 	p.intN = seq(0, 0)
 	pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePrefill})
 	if err != nil {
@@ -205,7 +205,7 @@ func TestPowerOfTwoAdmissionOnceNoResample(t *testing.T) {
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 1))  // less pressured: chosen
 	f.report("b", nativeLoad(0, 0, 30)) // admissible, but never considered after rejection
-	p := NewPowerOfTwo(f.deps, admission.Limits{MaxRunningRequests: 1})
+	p := newPowerOfTwo(f.deps, admission.Limits{MaxRunningRequests: 1})
 	p.intN = seq(0, 0)
 	_, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain})
 	var rj *RejectedError
@@ -223,11 +223,11 @@ func TestPowerOfTwoSingleCandidateChecksAdmission(t *testing.T) {
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a")
 	f.report("a", nativeLoad(0, 5, 0))
-	p := NewPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 5})
+	p := newPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 5})
 	if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err == nil {
 		t.Fatal("Pick() admitted an engine at its waiting cap")
 	}
-	p = NewPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 6})
+	p = newPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 6})
 	if pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err != nil || pk.Engine.ID != "a" {
 		t.Fatalf("Pick() = %v, %v; want a", pk.Engine, err)
 	}
@@ -248,7 +248,7 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 	for _, w := range es {
 		t.Run(w.ID, func(t *testing.T) {
 			t.Parallel()
-			p := NewRoundRobin(f.deps, limits)
+			p := newRoundRobin(f.deps, limits)
 			pk, err := p.Pick(context.Background(), []*registry.Engine{w}, Request{Stage: registry.RolePlain})
 			if err != nil || pk.Engine != w {
 				t.Errorf("Pick() = %v, %v; want %s admitted (unknown load fails open)", pk.Engine, err, w.ID)
@@ -267,7 +267,7 @@ func TestLeastLoad(t *testing.T) {
 		f.report("b", loadtable.Report{Running: 3, Waiting: 0, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: time.Now().Add(-time.Second)})
 		// Two dispatches to a after its report: a scores 4, b scores 3.
 		f.inflight(es[0], 2)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "b" {
 			t.Errorf("Pick() = %s, want b", got[0])
 		}
@@ -283,7 +283,7 @@ func TestLeastLoad(t *testing.T) {
 		captured := dispatched.Add(time.Millisecond)
 		f.report("a", loadtable.Report{Running: 2, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
 		f.report("b", loadtable.Report{Running: 3, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "a" {
 			t.Errorf("Pick() = %s, want a", got[0])
 		}
@@ -295,7 +295,7 @@ func TestLeastLoad(t *testing.T) {
 		f.report("a", loadtable.Report{Running: 0, KVUsedTokens: 1, KVCapacityTokens: 10})
 		f.inflight(es[0], 3)
 		f.inflight(es[1], 1)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "b" {
 			t.Errorf("Pick() = %s, want b", got[0])
 		}
@@ -305,7 +305,7 @@ func TestLeastLoad(t *testing.T) {
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c")
 		f.inflight(es[1], 1)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if diff := cmp.Diff([]string{"a", "c", "a", "c"}, pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 4)); diff != "" {
 			t.Errorf("tie rotation mismatch (-want +got):\n%s", diff)
 		}
@@ -317,7 +317,7 @@ func TestTraceRecordsCandidates(t *testing.T) {
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 0))
-	p := NewPowerOfTwo(f.deps, admission.Limits{})
+	p := newPowerOfTwo(f.deps, admission.Limits{})
 	p.intN = seq(0, 0)
 	tr := &Trace{}
 	if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain, Trace: tr}); err != nil {

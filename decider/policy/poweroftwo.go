@@ -9,29 +9,29 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// PowerOfTwo samples two distinct candidates uniformly and keeps the one with lower stage
+// powerOfTwo samples two distinct candidates uniformly and keeps the one with lower stage
 // pressure (the first sample on a complete tie), then checks admission exactly once on it. A
 // single candidate is selected directly, its load still read for admission. A rejection is
 // returned as is: no resampling, no switching to the other sample, no fallback.
-type PowerOfTwo struct {
+type powerOfTwo struct {
 	deps   Deps
 	limits admission.Limits
 	// intN draws a uniform integer in [0, n); replaced in tests for deterministic sampling.
 	intN func(n int) int
 }
 
-var _ Policy = (*PowerOfTwo)(nil)
+var _ Policy = (*powerOfTwo)(nil)
 
-// NewPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
-func NewPowerOfTwo(deps Deps, limits admission.Limits) *PowerOfTwo {
-	return &PowerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
+// newPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
+func newPowerOfTwo(deps Deps, limits admission.Limits) *powerOfTwo {
+	return &powerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
 }
 
 // Name implements Policy.
-func (p *PowerOfTwo) Name() string { return config.PolicyPowerOfTwo }
+func (p *powerOfTwo) Name() string { return config.PolicyPowerOfTwo }
 
 // Pick implements Policy.
-func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	n := len(engines)
 	if n == 0 {
 		return Pick{}, ErrNoCandidates
