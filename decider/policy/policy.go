@@ -3,7 +3,11 @@
 // model and stage, intersected with the group's membership, sorted by id) and the request's
 // prepared facts. It reads its own load, in-flight and later KV or affinity state through handles
 // given at construction, selects one engine, and checks admission where its algorithm says to.
-// It cannot choose another bucket or cross a prefill/decode boundary.
+// It cannot choose another bucket or cross a prefill/decode boundary. Policies are built from
+// configuration with New.
+//
+// Request and Pick are also the decider's request and pick types: a transport fills a Request
+// for decider.Decide, and each engine of a decider.Decision is a Pick.
 package policy
 
 import (
