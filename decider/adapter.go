@@ -4,13 +4,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
 // LoRA adapters. vLLM serves an adapter under its own model name, so a request may name an
-// adapter as its model; engines declare the adapters they serve (registry.Worker.LoRAAdapters,
+// adapter as its model; engines declare the adapters they serve (registry.Engine.LoRAAdapters,
 // belonging to the engine's first model). SGLang names the adapter beside the model (lora_path),
-// which arrives as Request.LoRAName. Either way the request is routed in the base model's buckets,
+// which arrives as policy.Request.LoRAName. Either way the request is routed in the base model's buckets,
 // to engines that serve the adapter, and its prefix is looked up in the adapter's namespace.
 
 // adapterRoute is a request's model after adapter resolution.
@@ -33,7 +34,7 @@ type adapterRoute struct {
 //     adapter, and all declaring engines must share the base model.
 //
 // Anything else is UNKNOWN_MODEL.
-func resolveAdapter(reg *registry.Snapshot, req *Request) (adapterRoute, *Error) {
+func resolveAdapter(reg *registry.Snapshot, req *policy.Request) (adapterRoute, *Error) {
 	if _, ok := slices.BinarySearch(reg.Models(), req.Model); ok {
 		r := adapterRoute{model: req.Model, lora: req.LoRAName}
 		if r.lora != "" {
@@ -52,11 +53,11 @@ func resolveAdapter(reg *registry.Snapshot, req *Request) (adapterRoute, *Error)
 		return adapterRoute{}, unknownModel(req.Model, reg.Models())
 	case len(bases) > 1:
 		slices.Sort(bases)
-		return adapterRoute{}, invalidArgument(ReasonAdapterConflict,
+		return adapterRoute{}, invalidArgument(reasonAdapterConflict,
 			"model %q is a LoRA adapter of several base models (%s); send the base model as model and the adapter as lora_name",
 			req.Model, strings.Join(bases, ", "))
 	case req.LoRAName != "" && req.LoRAName != req.Model:
-		return adapterRoute{}, invalidArgument(ReasonAdapterConflict,
+		return adapterRoute{}, invalidArgument(reasonAdapterConflict,
 			"model %q is a LoRA adapter but lora_name is %q; name one adapter (or send the base model %q as model)",
 			req.Model, req.LoRAName, bases[0])
 	}

@@ -46,6 +46,7 @@ func matchedTokens(dec *Decision, id string) int64 {
 // lora_name beside the base model) goes to the base model's buckets, to engines declaring the
 // adapter, and matches only blocks cached under that adapter and cache salt.
 func TestDecideLoRAAndSaltNamespaces(t *testing.T) {
+	t.Parallel()
 	ix, err := kvindex.New(kvindex.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -87,22 +88,23 @@ default_policy:
 	q := append(append([]uint32{}, prompt...), 9, 9, 9)
 	tests := []struct {
 		name       string
-		req        Request
+		req        policy.Request
 		wantEngine []string // any of
 		wantReason string
 		wantMatch  int64 // matched tokens of the picked engine, -1 for none
 	}{
-		{"adapter by model name, salted", Request{Model: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
-		{"adapter by model name, other salt", Request{Model: "sql-lora", CacheSalt: "salt-2"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
-		{"adapter by model name, no salt", Request{Model: "sql-lora"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
-		{"adapter by lora_name", Request{Model: "m", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
-		{"adapter named twice, consistently", Request{Model: "sql-lora", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
-		{"base model", Request{Model: "m"}, []string{"b"}, policy.ReasonCacheCandidate, 2048},
-		{"salted base model misses", Request{Model: "m", CacheSalt: "salt-1"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
-		{"undeclared lora_name restricts nothing", Request{Model: "m", LoRAName: "on-demand"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"adapter by model name, salted", policy.Request{Model: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"adapter by model name, other salt", policy.Request{Model: "sql-lora", CacheSalt: "salt-2"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"adapter by model name, no salt", policy.Request{Model: "sql-lora"}, []string{"a", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"adapter by lora_name", policy.Request{Model: "m", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"adapter named twice, consistently", policy.Request{Model: "sql-lora", LoRAName: "sql-lora", CacheSalt: "salt-1"}, []string{"c"}, policy.ReasonCacheCandidate, 2048},
+		{"base model", policy.Request{Model: "m"}, []string{"b"}, policy.ReasonCacheCandidate, 2048},
+		{"salted base model misses", policy.Request{Model: "m", CacheSalt: "salt-1"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
+		{"undeclared lora_name restricts nothing", policy.Request{Model: "m", LoRAName: "on-demand"}, []string{"a", "b", "c"}, policy.ReasonNoCacheCandidate, -1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			req := tc.req
 			req.TokenIDs, req.InputTokens, req.DryRun, req.Explain = q, int64(len(q)), true, true
 			dec, err := f.d.Decide(context.Background(), req)
@@ -124,8 +126,9 @@ default_policy:
 	}
 
 	t.Run("page size 1, 100k tokens", func(t *testing.T) {
+		t.Parallel()
 		lq := append(append([]uint32{}, long...), 1, 2, 3)
-		dec, err := f.d.Decide(context.Background(), Request{Model: "m", TokenIDs: lq, InputTokens: int64(len(lq)), DryRun: true, Explain: true})
+		dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", TokenIDs: lq, InputTokens: int64(len(lq)), DryRun: true, Explain: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,14 +139,15 @@ default_policy:
 
 	for _, c := range []struct {
 		name   string
-		req    Request
+		req    policy.Request
 		reason string
 	}{
-		{"unknown model", Request{Model: "nope"}, ReasonUnknownModel},
-		{"adapter of two base models", Request{Model: "shared"}, ReasonAdapterConflict},
-		{"model and lora_name name different adapters", Request{Model: "sql-lora", LoRAName: "other"}, ReasonAdapterConflict},
+		{"unknown model", policy.Request{Model: "nope"}, reasonUnknownModel},
+		{"adapter of two base models", policy.Request{Model: "shared"}, reasonAdapterConflict},
+		{"model and lora_name name different adapters", policy.Request{Model: "sql-lora", LoRAName: "other"}, reasonAdapterConflict},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			c.req.InputTokens = 1
 			_, err := f.d.Decide(context.Background(), c.req)
 			var e *Error

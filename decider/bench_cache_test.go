@@ -72,7 +72,7 @@ default_policy:
 		q := queries[i%len(queries)]
 		i++
 		start := time.Now()
-		dec, err := f.d.Decide(ctx, Request{Model: "m", InputTokens: int64(len(q)), TokenIDs: q, DryRun: true})
+		dec, err := f.d.Decide(ctx, policy.Request{Model: "m", InputTokens: int64(len(q)), TokenIDs: q, DryRun: true})
 		if len(lat) < cap(lat) {
 			lat = append(lat, time.Since(start))
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
 )
@@ -40,7 +41,7 @@ func BenchmarkDecide(b *testing.B) {
 	for _, p := range []string{"round_robin", "random", "power_of_two", "load_based"} {
 		b.Run(p, func(b *testing.B) {
 			f := benchFixture(b, p)
-			req := Request{Model: "m", InputTokens: 1000, ExpectedPeakTokens: 1200, HasPeak: true, DryRun: true}
+			req := policy.Request{Model: "m", InputTokens: 1000, ExpectedPeakTokens: 1200, HasPeak: true, DryRun: true}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -55,7 +56,7 @@ func BenchmarkDecide(b *testing.B) {
 // BenchmarkDecideWithLease adds lease acquisition and release to the pick path.
 func BenchmarkDecideWithLease(b *testing.B) {
 	f := benchFixture(b, "power_of_two")
-	req := Request{Model: "m", InputTokens: 1000}
+	req := policy.Request{Model: "m", InputTokens: 1000}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

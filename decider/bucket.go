@@ -13,8 +13,8 @@ import (
 // Unbounded is the limit value meaning "no upper bound".
 const Unbounded = math.MaxInt64
 
-// Limits are a bucket's length constraints. Input bounds are inclusive.
-type Limits struct {
+// lengthLimits are a bucket's length constraints. Input bounds are inclusive.
+type lengthLimits struct {
 	// MinInput and MaxInput bound the input length; MaxInput is Unbounded when open.
 	MinInput int64
 	MaxInput int64
@@ -23,10 +23,10 @@ type Limits struct {
 	MaxContext int64
 }
 
-// Capacity is the lesser of the input upper bound and the context capacity; Unbounded sorts last.
-func (l Limits) Capacity() int64 { return min(l.MaxInput, l.MaxContext) }
+// capacity is the lesser of the input upper bound and the context capacity; Unbounded sorts last.
+func (l lengthLimits) capacity() int64 { return min(l.MaxInput, l.MaxContext) }
 
-func (l Limits) validate() error {
+func (l lengthLimits) validate() error {
 	switch {
 	case l.MinInput < 0:
 		return fmt.Errorf("min input %d is negative", l.MinInput)
@@ -39,7 +39,7 @@ func (l Limits) validate() error {
 }
 
 // fits reports whether a request of input tokens, with a known peak when hasPeak, fits.
-func (l Limits) fits(input, peak int64, hasPeak bool) bool {
+func (l lengthLimits) fits(input, peak int64, hasPeak bool) bool {
 	if input < l.MinInput || input > l.MaxInput {
 		return false
 	}
@@ -50,46 +50,46 @@ func (l Limits) fits(input, peak int64, hasPeak bool) bool {
 	return need <= l.MaxContext
 }
 
-// Bucket is a length class with either one plain engine group or a complete prefill + decode
+// bucket is a length class with either one plain engine group or a complete prefill + decode
 // pair. The two shapes are distinct constructors; a bucket with a missing PD half or with both
 // shapes cannot be built.
-type Bucket struct {
+type bucket struct {
 	id     string
 	rank   int64
-	limits Limits
-	plain  *EngineGroup // set for a plain bucket
+	limits lengthLimits
+	plain  *engineGroup // set for a plain bucket
 	pd     *pdGroups    // set for a PD bucket
 }
 
 type pdGroups struct {
-	prefill *EngineGroup
-	decode  *EngineGroup
+	prefill *engineGroup
+	decode  *engineGroup
 }
 
-// NewPlainBucket returns a plain bucket served by one group of plain engines.
-func NewPlainBucket(id string, rank int64, limits Limits, plain *EngineGroup) (*Bucket, error) {
+// newPlainBucket returns a plain bucket served by one group of plain engines.
+func newPlainBucket(id string, rank int64, limits lengthLimits, plain *engineGroup) (*bucket, error) {
 	if err := checkBucket(id, limits); err != nil {
 		return nil, err
 	}
 	if plain == nil || plain.role != registry.RolePlain {
 		return nil, fmt.Errorf("bucket %q: a plain bucket needs a plain engine group", id)
 	}
-	return &Bucket{id: id, rank: rank, limits: limits, plain: plain}, nil
+	return &bucket{id: id, rank: rank, limits: limits, plain: plain}, nil
 }
 
-// NewPDBucket returns a prefill/decode bucket; both groups are required and both picks of one
+// newPDBucket returns a prefill/decode bucket; both groups are required and both picks of one
 // request come from this bucket.
-func NewPDBucket(id string, rank int64, limits Limits, prefill, decode *EngineGroup) (*Bucket, error) {
+func newPDBucket(id string, rank int64, limits lengthLimits, prefill, decode *engineGroup) (*bucket, error) {
 	if err := checkBucket(id, limits); err != nil {
 		return nil, err
 	}
 	if prefill == nil || prefill.role != registry.RolePrefill || decode == nil || decode.role != registry.RoleDecode {
 		return nil, fmt.Errorf("bucket %q: a PD bucket needs a prefill group and a decode group", id)
 	}
-	return &Bucket{id: id, rank: rank, limits: limits, pd: &pdGroups{prefill: prefill, decode: decode}}, nil
+	return &bucket{id: id, rank: rank, limits: limits, pd: &pdGroups{prefill: prefill, decode: decode}}, nil
 }
 
-func checkBucket(id string, l Limits) error {
+func checkBucket(id string, l lengthLimits) error {
 	if id == "" {
 		return errors.New("bucket id is empty")
 	}
@@ -99,115 +99,61 @@ func checkBucket(id string, l Limits) error {
 	return nil
 }
 
-// ID is the bucket's configured id.
-func (b *Bucket) ID() string { return b.id }
-
-// Rank breaks capacity ties (lower first).
-func (b *Bucket) Rank() int64 { return b.rank }
-
-// Limits returns the bucket's length constraints.
-func (b *Bucket) Limits() Limits { return b.limits }
-
-// IsPD reports whether the bucket selects a prefill + decode pair.
-func (b *Bucket) IsPD() bool { return b.pd != nil }
-
-// BucketRequest is the prepared routing facts of one Decide call, shared by every bucket attempt.
-type BucketRequest struct {
-	Model              string
-	InputTokens        int64
-	ExpectedPeakTokens int64
-	HasPeak            bool
-	TokenIDs           []uint32
-	SessionKey         string
-	RoutingKey         string
-	// LoRA and CacheSalt are the request's KV namespace beside Model (empty for none).
-	LoRA      string
-	CacheSalt string
-	// Adapter, when set, restricts candidates to engines that declare this LoRA adapter.
-	Adapter string
-	// Exclude lists engine ids the caller already failed on.
-	Exclude []string
-	// Prefix memoises the prefix lookup across this call's bucket and group attempts.
-	Prefix *policy.PrefixMemo
-}
-
-// BucketPick is a complete selection from one bucket: Plain for a plain bucket, or Prefill and
-// Decode for a PD bucket (PD set).
-type BucketPick struct {
-	PD      bool
-	Plain   policy.Pick
-	Prefill policy.Pick
-	Decode  policy.Pick
-}
-
 // stageTracer creates per-stage traces for explain output; nil when not explaining.
 type stageTracer interface {
-	stage(role registry.Role, g *EngineGroup, reg *registry.Snapshot, model string) *policy.Trace
+	stage(role registry.Role, g *engineGroup, reg *registry.Snapshot, model string) *policy.Trace
 	done(t *policy.Trace, pick policy.Pick, err error)
 }
 
-// PickEngines asks the bucket's groups for a complete selection. A failure carries the stage it
-// happened in (a *StageError). For PD, a decode failure discards the tentative prefill pick.
-func (b *Bucket) PickEngines(ctx context.Context, reg *registry.Snapshot, req *BucketRequest) (BucketPick, error) {
-	return b.pickEngines(ctx, reg, req, nil)
-}
-
-func (b *Bucket) pickEngines(ctx context.Context, reg *registry.Snapshot, req *BucketRequest, tr stageTracer) (BucketPick, error) {
+// pickEngines asks the bucket's groups for a complete selection for req, among engines that
+// declare adapter unless it is "": a Decision with BucketID and the plain pick, or PD set and
+// the prefill and decode picks. A failure carries the stage it happened in (a *stageError). For
+// PD, a decode failure discards the tentative prefill pick.
+func (b *bucket) pickEngines(ctx context.Context, reg *registry.Snapshot, req *policy.Request, adapter string, tr stageTracer) (Decision, error) {
 	if b.plain != nil {
-		p, err := b.pickStage(ctx, reg, req, b.plain, tr)
+		p, err := b.pickStage(ctx, reg, req, adapter, b.plain, tr)
 		if err != nil {
-			return BucketPick{}, err
+			return Decision{}, err
 		}
-		return BucketPick{Plain: p}, nil
+		return Decision{BucketID: b.id, Plain: p}, nil
 	}
-	pre, err := b.pickStage(ctx, reg, req, b.pd.prefill, tr)
+	pre, err := b.pickStage(ctx, reg, req, adapter, b.pd.prefill, tr)
 	if err != nil {
-		return BucketPick{}, err
+		return Decision{}, err
 	}
-	dec, err := b.pickStage(ctx, reg, req, b.pd.decode, tr)
+	dec, err := b.pickStage(ctx, reg, req, adapter, b.pd.decode, tr)
 	if err != nil {
-		return BucketPick{}, err
+		return Decision{}, err
 	}
-	return BucketPick{PD: true, Prefill: pre, Decode: dec}, nil
+	return Decision{BucketID: b.id, PD: true, Prefill: pre, Decode: dec}, nil
 }
 
-func (b *Bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *BucketRequest, g *EngineGroup, tr stageTracer) (policy.Pick, error) {
-	pr := policy.Request{
-		Model:              req.Model,
-		Stage:              g.role,
-		BucketID:           b.id,
-		InputTokens:        req.InputTokens,
-		ExpectedPeakTokens: req.ExpectedPeakTokens,
-		HasPeak:            req.HasPeak,
-		TokenIDs:           req.TokenIDs,
-		SessionKey:         req.SessionKey,
-		RoutingKey:         req.RoutingKey,
-		LoRA:               req.LoRA,
-		CacheSalt:          req.CacheSalt,
-		Prefix:             req.Prefix,
-	}
+// pickStage runs group g's pick on a copy of req carrying this attempt's fields.
+func (b *bucket) pickStage(ctx context.Context, reg *registry.Snapshot, req *policy.Request, adapter string, g *engineGroup, tr stageTracer) (policy.Pick, error) {
+	pr := *req
+	pr.Stage, pr.BucketID, pr.Trace = g.role, b.id, nil
 	if tr != nil {
 		pr.Trace = tr.stage(g.role, g, reg, req.Model)
 	}
-	p, err := g.pick(ctx, reg, pr, req.Exclude, req.Adapter)
+	p, err := g.pick(ctx, reg, pr, adapter)
 	if tr != nil {
 		tr.done(pr.Trace, p, err)
 	}
 	if err != nil {
-		return policy.Pick{}, &StageError{Bucket: b.id, Stage: g.role, Err: err}
+		return policy.Pick{}, &stageError{bucketID: b.id, stage: g.role, err: err}
 	}
 	return p, nil
 }
 
-// StageError is a failed group pick, retaining the bucket and stage it happened in.
-type StageError struct {
-	Bucket string
-	Stage  registry.Role
-	Err    error
+// stageError is a failed group pick, retaining the bucket and stage it happened in.
+type stageError struct {
+	bucketID string
+	stage    registry.Role
+	err      error
 }
 
-func (e *StageError) Error() string {
-	return fmt.Sprintf("bucket %q %s stage: %v", e.Bucket, e.Stage, e.Err)
+func (e *stageError) Error() string {
+	return fmt.Sprintf("bucket %q %s stage: %v", e.bucketID, e.stage, e.err)
 }
 
-func (e *StageError) Unwrap() error { return e.Err }
+func (e *stageError) Unwrap() error { return e.err }

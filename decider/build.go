@@ -14,13 +14,13 @@ import (
 // document. Each group gets its own policy instance (its own cursor); a group without a policy
 // takes the model's default for its stage, then the document's, then power_of_two. With all set
 // every bucket is built regardless of its model filter (validation).
-func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*BucketResolver, error) {
-	var buckets []*Bucket
+func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*bucketResolver, error) {
+	var buckets []*bucket
 	for _, bs := range doc.EffectiveBuckets() {
 		if !all && bs.Models != nil && !slices.Contains(bs.Models, model) {
 			continue
 		}
-		limits := Limits{MinInput: bs.Limits.Min, MaxInput: Unbounded, MaxContext: Unbounded}
+		limits := lengthLimits{MinInput: bs.Limits.Min, MaxInput: Unbounded, MaxContext: Unbounded}
 		if bs.Limits.Max != nil {
 			limits.MaxInput = *bs.Limits.Max
 		}
@@ -28,7 +28,7 @@ func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*
 			limits.MaxContext = *bs.MaxContextTokens
 		}
 		var (
-			b   *Bucket
+			b   *bucket
 			err error
 		)
 		switch {
@@ -37,7 +37,7 @@ func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*
 			if gerr != nil {
 				return nil, fmt.Errorf("bucket %q plain group: %w", bs.ID, gerr)
 			}
-			b, err = NewPlainBucket(bs.ID, bs.Rank, limits, g)
+			b, err = newPlainBucket(bs.ID, bs.Rank, limits, g)
 		case bs.Groups.PD != nil && bs.Groups.PD.Prefill != nil && bs.Groups.PD.Decode != nil:
 			pre, gerr := d.buildGroup(doc, model, registry.RolePrefill, bs.Groups.PD.Prefill)
 			if gerr != nil {
@@ -47,7 +47,7 @@ func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*
 			if gerr != nil {
 				return nil, fmt.Errorf("bucket %q decode group: %w", bs.ID, gerr)
 			}
-			b, err = NewPDBucket(bs.ID, bs.Rank, limits, pre, dec)
+			b, err = newPDBucket(bs.ID, bs.Rank, limits, pre, dec)
 		default:
 			err = fmt.Errorf("bucket %q: groups must be plain or a complete pd pair", bs.ID)
 		}
@@ -56,19 +56,19 @@ func (d *Decider) buildResolver(doc *config.Document, model string, all bool) (*
 		}
 		buckets = append(buckets, b)
 	}
-	return NewBucketResolver(buckets)
+	return newBucketResolver(buckets)
 }
 
-func (d *Decider) buildGroup(doc *config.Document, model string, role registry.Role, gs *config.GroupSpec) (*EngineGroup, error) {
+func (d *Decider) buildGroup(doc *config.Document, model string, role registry.Role, gs *config.GroupSpec) (*engineGroup, error) {
 	spec := doc.PolicyFor(model, role.String(), gs)
 	p, err := policy.New(spec, d.deps)
 	if err != nil {
 		return nil, err
 	}
 	if gs.EngineIDs == nil {
-		return NewEngineGroup(role, p), nil
+		return newEngineGroup(role, p), nil
 	}
-	return NewEngineGroupOf(role, p, *gs.EngineIDs), nil
+	return newEngineGroupOf(role, p, *gs.EngineIDs), nil
 }
 
 func isNoCandidates(err error) bool { return errors.Is(err, policy.ErrNoCandidates) }

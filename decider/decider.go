@@ -1,7 +1,7 @@
 // Package decider selects the engine, or the prefill + decode pair, that serves a request:
-// bucket-first selection as described in docs/decisions.md. A BucketResolver orders a model's
-// buckets by length; each Bucket asks its engine groups for a complete selection; each
-// EngineGroup filters live engines and runs its policy. The Decider owns the bucket loop, the
+// bucket-first selection as described in docs/decisions.md. A bucket resolver orders a model's
+// buckets by length; each bucket asks its engine groups for a complete selection; each
+// engine group filters live engines and runs its policy. The Decider owns the bucket loop, the
 // configuration snapshot and leases; transports (services/) translate to and from protobuf.
 package decider
 
@@ -27,8 +27,8 @@ type Config struct {
 	MaxTokenIDs int
 }
 
-// Validate applies defaults and checks ranges.
-func (c *Config) Validate() error {
+// validate applies defaults and checks ranges.
+func (c *Config) validate() error {
 	if c.MaxTokenIDs == 0 {
 		c.MaxTokenIDs = 2 << 20
 	}
@@ -38,59 +38,19 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Request is one Decide call's input, free of transport types.
-type Request struct {
-	Model       string
-	InputTokens int64
-	// ExpectedPeakTokens is input plus output budget, valid when HasPeak.
-	ExpectedPeakTokens int64
-	HasPeak            bool
-	// TokenIDs, when present, must have InputTokens entries.
-	TokenIDs   []uint32
-	SessionKey string
-	RoutingKey string
-	RequestID  string
-	// LoRAName is the LoRA adapter the request names beside its model (SGLang lora_path); empty
-	// when none. A Model that is itself an adapter some engine declares is resolved to its base
-	// model (see resolveAdapter).
-	LoRAName string
-	// CacheSalt isolates the request's cached blocks from other tenants' (vLLM and SGLang
-	// cache_salt); empty for none. It only changes the prefix lookup's namespace.
-	CacheSalt string
-	// DryRun selects without acquiring a lease.
-	DryRun bool
-	// Explain asks for the candidates, rejections and load ages considered.
-	Explain bool
-	// ExcludeEngineIDs are engines the caller already failed on (one retry).
-	ExcludeEngineIDs []string
-}
-
-// EnginePick is one selected engine and why.
-type EnginePick struct {
-	Engine *registry.Engine
-	Reason string
-}
-
 // Decision is a complete selection: one plain engine, or a prefill + decode pair from the same
 // bucket, plus the lease holding their in-flight accounting.
 type Decision struct {
 	BucketID      string
 	ConfigVersion int64
 	PD            bool
-	Plain         EnginePick
-	Prefill       EnginePick
-	Decode        EnginePick
+	// Plain is set for a plain bucket; Prefill and Decode for a PD bucket (PD set).
+	Plain   policy.Pick
+	Prefill policy.Pick
+	Decode  policy.Pick
 	// Lease is zero for dry runs.
 	Lease   inflight.Lease
 	Explain *Explain
-}
-
-// Engines returns the selected engines (one, or prefill then decode).
-func (d *Decision) Engines() []*registry.Engine {
-	if d.PD {
-		return []*registry.Engine{d.Prefill.Engine, d.Decode.Engine}
-	}
-	return []*registry.Engine{d.Plain.Engine}
 }
 
 // Decider routes requests over the current configuration snapshot. It is safe for concurrent use.
@@ -108,12 +68,12 @@ type Decider struct {
 type runtime struct {
 	version int64
 	doc     *config.Document
-	models  sync.Map // model -> *BucketResolver
+	models  sync.Map // model -> *bucketResolver
 }
 
 // New returns a Decider. It routes nothing until Apply installs a configuration.
 func New(logger *slog.Logger, reg *registry.Registry, deps policy.Deps, leases *inflight.Tracker, cfg Config) (*Decider, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Decider{logger: logger, reg: reg, deps: deps, leases: leases, cfg: cfg}, nil
@@ -178,16 +138,16 @@ func (d *Decider) Release(leaseID string) ([]string, bool) {
 	return ids, true
 }
 
-func (rt *runtime) resolver(d *Decider, model string) (*BucketResolver, error) {
+func (rt *runtime) resolver(d *Decider, model string) (*bucketResolver, error) {
 	if r, ok := rt.models.Load(model); ok {
-		return r.(*BucketResolver), nil
+		return r.(*bucketResolver), nil
 	}
 	r, err := d.buildResolver(rt.doc, model, false)
 	if err != nil {
 		return nil, err
 	}
 	actual, _ := rt.models.LoadOrStore(model, r)
-	return actual.(*BucketResolver), nil
+	return actual.(*bucketResolver), nil
 }
 
 // Decide runs the bucket loop: it resolves the buckets the request fits and asks each, in
@@ -195,10 +155,12 @@ func (rt *runtime) resolver(d *Decider, model string) (*BucketResolver, error) {
 // bucket (all picks repeated there); an invalid signal, configuration or foreign pick stops with
 // KindInternal. Exhaustion returns KindUnavailable with every admission rejection met, or the last
 // stage that had no candidates. Unless DryRun, a lease is acquired on the selected engines.
-func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
+//
+// The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
+func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {
 	rt := d.rt.Load()
 	if rt == nil {
-		return Decision{}, &Error{Kind: KindUnavailable, Reason: ReasonInvalidConfiguration, Message: "no configuration loaded yet"}
+		return Decision{}, &Error{Kind: KindUnavailable, Reason: reasonInvalidConfiguration, Message: "no configuration loaded yet"}
 	}
 	if err := d.validate(&req); err != nil {
 		return Decision{}, err
@@ -208,29 +170,19 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 	if aerr != nil {
 		return Decision{}, aerr
 	}
-	req.Model = ar.model
+	req.Model, req.LoRAName = ar.model, ar.lora
+	adapter := "" // when set, only engines declaring this adapter are candidates
+	if ar.require {
+		adapter = ar.lora
+	}
 	res, err := rt.resolver(d, req.Model)
 	if err != nil {
-		return Decision{}, internal(ReasonInvalidConfiguration, err)
+		return Decision{}, internal(reasonInvalidConfiguration, err)
 	}
-	br := BucketRequest{
-		Model:              req.Model,
-		InputTokens:        req.InputTokens,
-		ExpectedPeakTokens: req.ExpectedPeakTokens,
-		HasPeak:            req.HasPeak,
-		TokenIDs:           req.TokenIDs,
-		SessionKey:         req.SessionKey,
-		RoutingKey:         req.RoutingKey,
-		LoRA:               ar.lora,
-		CacheSalt:          req.CacheSalt,
-		Exclude:            req.ExcludeEngineIDs,
-	}
-	if ar.require {
-		br.Adapter = ar.lora
-	}
+	req.Prefix = nil
 	if len(req.TokenIDs) > 0 {
 		// One prefix lookup per call, shared by every bucket and group that asks for it.
-		br.Prefix = &policy.PrefixMemo{}
+		req.Prefix = &policy.PrefixMemo{}
 	}
 	var ex *explainer
 	var tr stageTracer
@@ -243,20 +195,13 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 		lastEmpty  registry.Role
 		matched    bool
 	)
-	for _, b := range res.ordered {
-		if !b.limits.fits(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
-			continue
-		}
+	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
 		matched = true
 		ex.begin(b)
-		pick, err := b.pickEngines(ctx, reg, &br, tr)
+		dec, err := b.pickEngines(ctx, reg, &req, adapter, tr)
 		if err == nil {
 			ex.end("picked")
-			dec := Decision{BucketID: b.id, ConfigVersion: rt.version, PD: pick.PD,
-				Plain:   EnginePick(pick.Plain),
-				Prefill: EnginePick(pick.Prefill),
-				Decode:  EnginePick(pick.Decode),
-			}
+			dec.ConfigVersion = rt.version
 			if !req.DryRun {
 				if dec.Lease, err = d.acquire(&dec); err != nil {
 					return Decision{}, err
@@ -265,9 +210,9 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 			dec.Explain = ex.result()
 			return dec, nil
 		}
-		var se *StageError
+		var se *stageError
 		if !errors.As(err, &se) {
-			return Decision{}, internal(ReasonInvalidConfiguration, err)
+			return Decision{}, internal(reasonInvalidConfiguration, err)
 		}
 		var rj *policy.RejectedError
 		switch {
@@ -275,22 +220,22 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 			ex.end("no_candidates")
 			// Prefer the last empty stage whose role the model has engines for: with the
 			// default buckets a plain model also fails the pd bucket, which says nothing.
-			if lastEmpty == 0 || serves(reg, req.Model, se.Stage) || !serves(reg, req.Model, lastEmpty) {
-				lastEmpty = se.Stage
+			if lastEmpty == 0 || serves(reg, req.Model, se.stage) || !serves(reg, req.Model, lastEmpty) {
+				lastEmpty = se.stage
 			}
 		case errors.As(err, &rj):
 			ex.end("admission_rejected")
 			for _, r := range rj.Rejections {
-				rejections = append(rejections, Rejection{BucketID: b.id, Role: se.Stage, EngineID: r.EngineID, Limit: r.Limit})
+				rejections = append(rejections, Rejection{BucketID: b.id, Role: se.stage, EngineID: r.EngineID, Limit: r.Limit})
 			}
 		case ctx.Err() != nil:
 			return Decision{}, ctx.Err()
-		case errors.Is(err, ErrOutsideCandidates):
-			return Decision{}, internal(ReasonOutsideCandidates, err)
+		case errors.Is(err, errOutsideCandidates):
+			return Decision{}, internal(reasonOutsideCandidates, err)
 		case errors.Is(err, policy.ErrInvalidSignal):
-			return Decision{}, internal(ReasonInvalidSignal, err)
+			return Decision{}, internal(reasonInvalidSignal, err)
 		default:
-			return Decision{}, internal(ReasonInvalidConfiguration, err)
+			return Decision{}, internal(reasonInvalidConfiguration, err)
 		}
 	}
 	if !matched {
@@ -298,7 +243,7 @@ func (d *Decider) Decide(ctx context.Context, req Request) (Decision, error) {
 	}
 	var e *Error
 	if len(rejections) > 0 {
-		e = &Error{Kind: KindUnavailable, Reason: ReasonAdmissionRejected, Message: "every compatible bucket refused admission", Rejections: rejections}
+		e = &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "every compatible bucket refused admission", Rejections: rejections}
 	} else {
 		e = noCandidates(reg, req.Model, lastEmpty)
 	}
@@ -318,35 +263,31 @@ func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
 		l, err = d.leases.Acquire(dec.Plain.Engine.Slot)
 	}
 	if err != nil {
-		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: ReasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}
+		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}
 	}
 	return l, nil
 }
 
-func (d *Decider) validate(req *Request) error {
+func (d *Decider) validate(req *policy.Request) error {
 	switch {
 	case req.Model == "":
-		return invalidArgument(ReasonEmptyModel, "model is empty; name the model the request is for")
+		return invalidArgument(reasonEmptyModel, "model is empty; name the model the request is for")
 	case len(req.TokenIDs) > d.cfg.MaxTokenIDs:
-		return invalidArgument(ReasonTooManyTokenIDs, "token_ids has %d entries, above the cap of %d; omit token_ids or raise --max-token-ids", len(req.TokenIDs), d.cfg.MaxTokenIDs)
+		return invalidArgument(reasonTooManyTokenIDs, "token_ids has %d entries, above the cap of %d; omit token_ids or raise --max-token-ids", len(req.TokenIDs), d.cfg.MaxTokenIDs)
 	case len(req.TokenIDs) > 0 && int64(len(req.TokenIDs)) != req.InputTokens:
-		return invalidArgument(ReasonTokenIDsMismatch, "token_ids has %d entries but input_tokens is %d; they must describe the same prompt", len(req.TokenIDs), req.InputTokens)
+		return invalidArgument(reasonTokenIDsMismatch, "token_ids has %d entries but input_tokens is %d; they must describe the same prompt", len(req.TokenIDs), req.InputTokens)
 	}
 	return checkSignal(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak)
 }
 
-// ExpectedPeak returns input + output budget, refusing negative values and int64 overflow.
-func ExpectedPeak(input, maxOutput int64) (int64, error) {
+func checkSignal(input, peak int64, hasPeak bool) error {
 	if input < 0 {
-		return 0, invalidArgument(ReasonInvalidInputTokens, "input_tokens %d is negative", input)
+		return invalidArgument(reasonInvalidInputTokens, "input_tokens %d is negative; send the prompt length in tokens", input)
 	}
-	if maxOutput < 0 {
-		return 0, invalidArgument(ReasonInvalidInputTokens, "max output tokens %d is negative", maxOutput)
+	if hasPeak && peak < input {
+		return invalidArgument(reasonPeakBelowInput, "expected_peak_tokens %d is below input_tokens %d; send input plus the output budget, or omit it", peak, input)
 	}
-	if input > Unbounded-maxOutput {
-		return 0, invalidArgument(ReasonTokenOverflow, "input_tokens %d plus output budget %d overflows int64", input, maxOutput)
-	}
-	return input + maxOutput, nil
+	return nil
 }
 
 func unknownModel(model string, known []string) *Error {
@@ -358,10 +299,10 @@ func unknownModel(model string, known []string) *Error {
 	if len(list) > 0 {
 		hint = "known models: " + strings.Join(list, ", ")
 	}
-	return invalidArgument(ReasonUnknownModel, "no engine serves model %q (%s)", model, hint)
+	return invalidArgument(reasonUnknownModel, "no engine serves model %q (%s)", model, hint)
 }
 
-func (d *Decider) noMatchingBucket(req *Request, res *BucketResolver) *Error {
+func (d *Decider) noMatchingBucket(req *policy.Request, res *bucketResolver) *Error {
 	need := fmt.Sprintf("input_tokens %d", req.InputTokens)
 	if req.HasPeak {
 		need += fmt.Sprintf(" with expected_peak_tokens %d", req.ExpectedPeakTokens)
@@ -370,7 +311,7 @@ func (d *Decider) noMatchingBucket(req *Request, res *BucketResolver) *Error {
 	for _, b := range res.ordered {
 		ids = append(ids, b.id)
 	}
-	return invalidArgument(ReasonNoMatchingBucket, "no bucket for model %q accepts %s (buckets: %s)", req.Model, need, strings.Join(ids, ", "))
+	return invalidArgument(reasonNoMatchingBucket, "no bucket for model %q accepts %s (buckets: %s)", req.Model, need, strings.Join(ids, ", "))
 }
 
 // serves reports whether any registered engine, healthy or not, serves model in role.
@@ -380,15 +321,15 @@ func serves(reg *registry.Snapshot, model string, role registry.Role) bool {
 
 func noCandidates(reg *registry.Snapshot, model string, stage registry.Role) *Error {
 	if len(reg.Candidates(model, stage)) == 0 && reg.UnhealthyCount(model, stage) > 0 {
-		return &Error{Kind: KindUnavailable, Reason: ReasonNoHealthyEngines, Stage: stage,
+		return &Error{Kind: KindUnavailable, Reason: reasonNoHealthyEngines, Stage: stage,
 			Message: fmt.Sprintf("no healthy %s engine for model %q", stage, model)}
 	}
-	reason := ReasonNoCandidates
+	reason := reasonNoCandidates
 	switch stage {
 	case registry.RolePrefill:
-		reason = ReasonNoPrefillCandidates
+		reason = reasonNoPrefillCandidates
 	case registry.RoleDecode:
-		reason = ReasonNoDecodeCandidates
+		reason = reasonNoDecodeCandidates
 	}
 	return &Error{Kind: KindUnavailable, Reason: reason, Stage: stage,
 		Message: fmt.Sprintf("no %s engine available for model %q in any compatible bucket", stage, model)}

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-func decideErr(t *testing.T, f *fixture, req Request) *Error {
+func decideErr(t *testing.T, f *fixture, req policy.Request) *Error {
 	t.Helper()
 	_, err := f.d.Decide(context.Background(), req)
 	var e *Error
@@ -23,20 +23,21 @@ func decideErr(t *testing.T, f *fixture, req Request) *Error {
 }
 
 func TestDecideDefaultBuckets(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{
 		engine("a1", registry.RolePlain, "plain-model"),
 		engine("p1", registry.RolePrefill, "pd-model"),
 		engine("d1", registry.RoleDecode, "pd-model"),
 	})
 	f.apply("{}")
-	dec, err := f.d.Decide(context.Background(), Request{Model: "plain-model", InputTokens: 10})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "plain-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dec.BucketID != "plain" || dec.PD || dec.Plain.Engine.ID != "a1" || dec.ConfigVersion != 7 {
 		t.Errorf("plain model decision = %+v, want bucket plain engine a1 version 7", dec)
 	}
-	dec, err = f.d.Decide(context.Background(), Request{Model: "pd-model", InputTokens: 10})
+	dec, err = f.d.Decide(context.Background(), policy.Request{Model: "pd-model", InputTokens: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +47,7 @@ func TestDecideDefaultBuckets(t *testing.T) {
 }
 
 func TestDecidePDDecodeFailureMovesBothPicks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{
 		engine("p1", registry.RolePrefill), engine("d1", registry.RoleDecode),
 		engine("p2", registry.RolePrefill), engine("d2", registry.RoleDecode),
@@ -66,7 +68,7 @@ buckets:
         decode: {worker_ids: [d2]}
 `)
 	f.running("d1", 4) // at the cap: rejected
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 100})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,7 @@ buckets:
 }
 
 func TestDecideRejectionsSurviveLaterEmptyBucket(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
@@ -104,8 +107,8 @@ buckets:
     groups: {plain: {worker_ids: []}}
 `)
 	f.running("a", 2)
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
-	if e.Kind != KindUnavailable || e.Reason != ReasonAdmissionRejected {
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
+	if e.Kind != KindUnavailable || e.Reason != reasonAdmissionRejected {
 		t.Fatalf("Decide() error = %v (%s %s), want Unavailable ADMISSION_REJECTED", e, e.Kind, e.Reason)
 	}
 	want := []Rejection{{BucketID: "busy", Role: registry.RolePlain, EngineID: "a", Limit: admission.LimitRunningRequests}}
@@ -115,6 +118,7 @@ buckets:
 }
 
 func TestDecideAccumulatesRejectionsAcrossBuckets(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
@@ -125,10 +129,10 @@ buckets:
     groups: {plain: {worker_ids: [b], policy: {type: random, admission: {max_inflight_requests: 1}}}}
 `)
 	f.running("a", 1)
-	if _, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 200}); err != nil {
+	if _, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 200}); err != nil {
 		t.Fatal(err) // only "two" fits 200 tokens: b gets one in-flight
 	}
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 50})
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 50})
 	want := []Rejection{
 		{BucketID: "one", Role: registry.RolePlain, EngineID: "a", Limit: admission.LimitRunningRequests},
 		{BucketID: "two", Role: registry.RolePlain, EngineID: "b", Limit: admission.LimitInflightRequests},
@@ -139,24 +143,26 @@ buckets:
 }
 
 func TestDecideLastEmptyStage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		engines   []registry.Engine
 		unhealthy string
 		want      string
 	}{
-		{"no decode engines", []registry.Engine{engine("p", registry.RolePrefill)}, "", ReasonNoDecodeCandidates},
-		{"no prefill engines", []registry.Engine{engine("d", registry.RoleDecode)}, "", ReasonNoPrefillCandidates},
-		{"only unhealthy plain engines", []registry.Engine{engine("a", registry.RolePlain)}, "a", ReasonNoHealthyEngines},
+		{"no decode engines", []registry.Engine{engine("p", registry.RolePrefill)}, "", reasonNoDecodeCandidates},
+		{"no prefill engines", []registry.Engine{engine("d", registry.RoleDecode)}, "", reasonNoPrefillCandidates},
+		{"only unhealthy plain engines", []registry.Engine{engine("a", registry.RolePlain)}, "a", reasonNoHealthyEngines},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t, tt.engines)
 			if tt.unhealthy != "" {
 				f.reg.SetHealth(tt.unhealthy, registry.Health{Healthy: false, Reason: "probe failed"})
 			}
 			f.apply("{}")
-			e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
+			e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
 			if e.Kind != KindUnavailable || e.Reason != tt.want {
 				t.Errorf("Decide() = %s %s (%v), want Unavailable %s", e.Kind, e.Reason, e, tt.want)
 			}
@@ -174,31 +180,33 @@ func (foreign) Pick(_ context.Context, engines []*registry.Engine, _ policy.Requ
 }
 
 func TestDecideForeignPickStopsTheLoop(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	f.apply("{}")
-	first, err := NewPlainBucket("first", 0, lim(0, Unbounded, Unbounded), NewEngineGroup(registry.RolePlain, foreign{}))
+	first, err := newPlainBucket("first", 0, lim(0, Unbounded, Unbounded), newEngineGroup(registry.RolePlain, foreign{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	second := plainBucket(t, "second", 1, lim(0, Unbounded, Unbounded))
-	res, err := NewBucketResolver([]*Bucket{first, second})
+	res, err := newBucketResolver([]*bucket{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.d.rt.Load().models.Store("m", res)
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1})
-	if e.Kind != KindInternal || e.Reason != ReasonOutsideCandidates || !errors.Is(e, ErrOutsideCandidates) {
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1})
+	if e.Kind != KindInternal || e.Reason != reasonOutsideCandidates || !errors.Is(e, errOutsideCandidates) {
 		t.Errorf("Decide() = %s %s (%v), want Internal OUTSIDE_CANDIDATES", e.Kind, e.Reason, e)
 	}
 }
 
 func TestEngineGroupMembership(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{
 		engine("c", registry.RolePlain), engine("a", registry.RolePlain), engine("b", registry.RolePlain),
 		engine("sick", registry.RolePlain), engine("other", registry.RolePlain, "other-model"),
 	})
 	f.reg.SetHealth("sick", registry.Health{Healthy: false, Reason: "breaker open"})
-	rr := policy.NewRoundRobin(policy.Deps{}, admission.Limits{})
+	rr := roundRobin(t)
 	reg := f.reg.Snapshot()
 	names := func(ws []*registry.Engine) []string {
 		out := []string{}
@@ -209,17 +217,18 @@ func TestEngineGroupMembership(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		g    *EngineGroup
+		g    *engineGroup
 		want []string
 	}{
-		{"nil membership is every healthy engine of the model and role, by id", NewEngineGroup(registry.RolePlain, rr), []string{"a", "b", "c"}},
-		{"explicit empty membership is none", NewEngineGroupOf(registry.RolePlain, rr, []string{}), []string{}},
-		{"membership intersects, sorted by id", NewEngineGroupOf(registry.RolePlain, rr, []string{"c", "sick", "a", "ghost", "other"}), []string{"a", "c"}},
-		{"role filter applies", NewEngineGroup(registry.RoleDecode, rr), []string{}},
+		{"nil membership is every healthy engine of the model and role, by id", newEngineGroup(registry.RolePlain, rr), []string{"a", "b", "c"}},
+		{"explicit empty membership is none", newEngineGroupOf(registry.RolePlain, rr, []string{}), []string{}},
+		{"membership intersects, sorted by id", newEngineGroupOf(registry.RolePlain, rr, []string{"c", "sick", "a", "ghost", "other"}), []string{"a", "c"}},
+		{"role filter applies", newEngineGroup(registry.RoleDecode, rr), []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, names(tt.g.Candidates(reg, "m"))); diff != "" {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, names(tt.g.candidates(reg, "m"))); diff != "" {
 				t.Errorf("Candidates() mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -227,6 +236,7 @@ func TestEngineGroupMembership(t *testing.T) {
 }
 
 func TestDecideRequestValidation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	f.apply(`
 buckets:
@@ -236,18 +246,19 @@ buckets:
 `)
 	tests := []struct {
 		name   string
-		req    Request
+		req    policy.Request
 		reason string
 	}{
-		{"empty model", Request{InputTokens: 1}, ReasonEmptyModel},
-		{"unknown model", Request{Model: "nope", InputTokens: 1}, ReasonUnknownModel},
-		{"negative input", Request{Model: "m", InputTokens: -5}, ReasonInvalidInputTokens},
-		{"peak below input", Request{Model: "m", InputTokens: 10, ExpectedPeakTokens: 9, HasPeak: true}, ReasonPeakBelowInput},
-		{"token ids disagree with input", Request{Model: "m", InputTokens: 3, TokenIDs: []uint32{1, 2}}, ReasonTokenIDsMismatch},
-		{"no bucket fits", Request{Model: "m", InputTokens: 101}, ReasonNoMatchingBucket},
+		{"empty model", policy.Request{InputTokens: 1}, reasonEmptyModel},
+		{"unknown model", policy.Request{Model: "nope", InputTokens: 1}, reasonUnknownModel},
+		{"negative input", policy.Request{Model: "m", InputTokens: -5}, reasonInvalidInputTokens},
+		{"peak below input", policy.Request{Model: "m", InputTokens: 10, ExpectedPeakTokens: 9, HasPeak: true}, reasonPeakBelowInput},
+		{"token ids disagree with input", policy.Request{Model: "m", InputTokens: 3, TokenIDs: []uint32{1, 2}}, reasonTokenIDsMismatch},
+		{"no bucket fits", policy.Request{Model: "m", InputTokens: 101}, reasonNoMatchingBucket},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := decideErr(t, f, tt.req)
 			if e.Kind != KindInvalidArgument || e.Reason != tt.reason {
 				t.Errorf("Decide() = %s %s (%v), want InvalidArgument %s", e.Kind, e.Reason, e, tt.reason)
@@ -255,46 +266,39 @@ buckets:
 		})
 	}
 	t.Run("too many token ids", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
+		f.apply("{}")
 		f.d.cfg.MaxTokenIDs = 4
-		defer func() { f.d.cfg.MaxTokenIDs = 2 << 20 }()
-		e := decideErr(t, f, Request{Model: "m", InputTokens: 5, TokenIDs: []uint32{1, 2, 3, 4, 5}})
-		if e.Reason != ReasonTooManyTokenIDs {
-			t.Errorf("Decide() reason = %s, want %s", e.Reason, ReasonTooManyTokenIDs)
+		e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 5, TokenIDs: []uint32{1, 2, 3, 4, 5}})
+		if e.Reason != reasonTooManyTokenIDs {
+			t.Errorf("Decide() reason = %s, want %s", e.Reason, reasonTooManyTokenIDs)
 		}
 	})
 }
 
-func TestExpectedPeak(t *testing.T) {
-	if p, err := ExpectedPeak(10, 20); err != nil || p != 30 {
-		t.Errorf("ExpectedPeak(10, 20) = %d, %v", p, err)
-	}
-	_, err := ExpectedPeak(Unbounded-5, 6)
-	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonTokenOverflow {
-		t.Errorf("ExpectedPeak overflow error = %v, want %s", err, ReasonTokenOverflow)
-	}
-}
-
 func TestDecideDryRunAndExclude(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 default_policy:
   plain: {type: round_robin}
 `)
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, DryRun: true, ExcludeEngineIDs: []string{"a"}})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, DryRun: true, ExcludeEngineIDs: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dec.Plain.Engine.ID != "b" || dec.Lease.ID != "" || f.inFlight("b") != 0 {
 		t.Errorf("dry run with a excluded = %s lease %q inflight %d; want b, no lease, nothing in flight", dec.Plain.Engine.ID, dec.Lease.ID, f.inFlight("b"))
 	}
-	e := decideErr(t, f, Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
-	if e.Reason != ReasonNoCandidates {
-		t.Errorf("all excluded: reason %s, want %s", e.Reason, ReasonNoCandidates)
+	e := decideErr(t, f, policy.Request{Model: "m", InputTokens: 1, ExcludeEngineIDs: []string{"a", "b"}})
+	if e.Reason != reasonNoCandidates {
+		t.Errorf("all excluded: reason %s, want %s", e.Reason, reasonNoCandidates)
 	}
 }
 
 func TestDecideExplain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply(`
 buckets:
@@ -305,7 +309,7 @@ buckets:
     groups: {plain: {worker_ids: [b]}}
 `)
 	f.running("a", 3)
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, Explain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +326,7 @@ buckets:
 }
 
 func TestApplyRefusesUnbuildableConfig(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain)})
 	doc := &config.Document{DefaultPolicy: &config.StagePolicies{Plain: &config.PolicySpec{Type: "no_such_policy"}}}
 	if err := f.d.Apply(config.Snapshot{Version: 1, Document: doc}); err == nil {
@@ -333,10 +338,11 @@ func TestApplyRefusesUnbuildableConfig(t *testing.T) {
 }
 
 func TestExplainSaysWhyAnEngineIsExcluded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
 	f.apply("{}")
 	f.reg.SetHealth("a", registry.Health{Healthy: false, Reason: "circuit breaker open"})
-	dec, err := f.d.Decide(context.Background(), Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 1, Explain: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}

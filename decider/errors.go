@@ -35,29 +35,28 @@ func (k Kind) String() string {
 
 // Machine-readable reasons carried by *Error (and by the transports' error details).
 const (
-	ReasonEmptyModel         = "EMPTY_MODEL"
-	ReasonUnknownModel       = "UNKNOWN_MODEL"
-	ReasonInvalidInputTokens = "INVALID_INPUT_TOKENS"
-	ReasonPeakBelowInput     = "PEAK_BELOW_INPUT"
-	ReasonTokenOverflow      = "TOKEN_COUNT_OVERFLOW"
-	ReasonTooManyTokenIDs    = "TOO_MANY_TOKEN_IDS"
-	ReasonTokenIDsMismatch   = "TOKEN_IDS_MISMATCH"
-	ReasonNoMatchingBucket   = "NO_MATCHING_BUCKET"
-	ReasonAdapterConflict    = "ADAPTER_CONFLICT"
+	reasonEmptyModel         = "EMPTY_MODEL"
+	reasonUnknownModel       = "UNKNOWN_MODEL"
+	reasonInvalidInputTokens = "INVALID_INPUT_TOKENS"
+	reasonPeakBelowInput     = "PEAK_BELOW_INPUT"
+	reasonTooManyTokenIDs    = "TOO_MANY_TOKEN_IDS"
+	reasonTokenIDsMismatch   = "TOKEN_IDS_MISMATCH"
+	reasonNoMatchingBucket   = "NO_MATCHING_BUCKET"
+	reasonAdapterConflict    = "ADAPTER_CONFLICT"
 
-	ReasonAdmissionRejected   = "ADMISSION_REJECTED"
-	ReasonNoCandidates        = "NO_CANDIDATES"
-	ReasonNoPrefillCandidates = "NO_PREFILL_CANDIDATES"
-	ReasonNoDecodeCandidates  = "NO_DECODE_CANDIDATES"
-	ReasonNoHealthyEngines    = "NO_HEALTHY_ENGINES"
+	reasonAdmissionRejected   = "ADMISSION_REJECTED"
+	reasonNoCandidates        = "NO_CANDIDATES"
+	reasonNoPrefillCandidates = "NO_PREFILL_CANDIDATES"
+	reasonNoDecodeCandidates  = "NO_DECODE_CANDIDATES"
+	reasonNoHealthyEngines    = "NO_HEALTHY_ENGINES"
 
-	ReasonOutsideCandidates    = "OUTSIDE_CANDIDATES"
-	ReasonInvalidConfiguration = "INVALID_CONFIGURATION"
-	ReasonInvalidSignal        = "INVALID_SIGNAL"
+	reasonOutsideCandidates    = "OUTSIDE_CANDIDATES"
+	reasonInvalidConfiguration = "INVALID_CONFIGURATION"
+	reasonInvalidSignal        = "INVALID_SIGNAL"
 )
 
-// ErrOutsideCandidates is wrapped when a policy returns an engine outside its candidate set.
-var ErrOutsideCandidates = errors.New("pick outside candidates")
+// errOutsideCandidates is wrapped when a policy returns an engine outside its candidate set.
+var errOutsideCandidates = errors.New("pick outside candidates")
 
 // Rejection is one admission refusal met during the bucket loop.
 type Rejection struct {

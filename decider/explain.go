@@ -54,11 +54,11 @@ type explainer struct {
 	ex Explain
 }
 
-func (x *explainer) begin(b *Bucket) {
+func (x *explainer) begin(b *bucket) {
 	if x == nil {
 		return
 	}
-	x.ex.Attempts = append(x.ex.Attempts, BucketAttempt{BucketID: b.id, Capacity: b.limits.Capacity()})
+	x.ex.Attempts = append(x.ex.Attempts, BucketAttempt{BucketID: b.id, Capacity: b.limits.capacity()})
 }
 
 func (x *explainer) end(outcome string) {
@@ -68,7 +68,7 @@ func (x *explainer) end(outcome string) {
 	x.ex.Attempts[len(x.ex.Attempts)-1].Outcome = outcome
 }
 
-func (x *explainer) stage(role registry.Role, g *EngineGroup, reg *registry.Snapshot, model string) *policy.Trace {
+func (x *explainer) stage(role registry.Role, g *engineGroup, reg *registry.Snapshot, model string) *policy.Trace {
 	a := &x.ex.Attempts[len(x.ex.Attempts)-1]
 	st := StageAttempt{Role: role, Policy: g.policy.Name()}
 	// Members that are not candidates because they are unhealthy, with the reason.

@@ -96,3 +96,14 @@ func engine(id string, role registry.Role, models ...string) registry.Engine {
 	}
 	return w
 }
+
+// roundRobin is a round-robin policy without admission caps or state, for groups whose policy
+// a test never reaches or only names.
+func roundRobin(t testing.TB) policy.Policy {
+	t.Helper()
+	p, err := policy.New(config.PolicySpec{Type: config.PolicyRoundRobin}, policy.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

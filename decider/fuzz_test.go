@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -35,7 +36,7 @@ buckets:
 		if nTokens < 0 || nTokens > 1<<12 {
 			nTokens = 0
 		}
-		req := Request{Model: model, InputTokens: input, ExpectedPeakTokens: peak, HasPeak: hasPeak,
+		req := policy.Request{Model: model, InputTokens: input, ExpectedPeakTokens: peak, HasPeak: hasPeak,
 			TokenIDs: make([]uint32, nTokens), SessionKey: key, DryRun: dry, Explain: nTokens%2 == 1,
 			LoRAName: lora, CacheSalt: key}
 		dec, err := fx.d.Decide(context.Background(), req)

@@ -10,13 +10,13 @@ import (
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// EngineGroup owns an engine membership and the policy attached to it. Pick filters the live
+// engineGroup owns an engine membership and the policy attached to it. pick filters the live
 // engines by model, health and role, intersects them with the membership, sorts them by id,
 // invokes the policy and checks that the result is one of those exact candidates.
 //
-// An EngineGroup belongs to one model's resolver, so its candidate list depends only on the
+// An engineGroup belongs to one model's resolver, so its candidate list depends only on the
 // registry snapshot; it is cached per snapshot version and never allocated on the pick path.
-type EngineGroup struct {
+type engineGroup struct {
 	role    registry.Role
 	members map[string]struct{} // nil: every engine of the model and role; empty: none
 	policy  policy.Policy
@@ -29,23 +29,23 @@ type candidateCache struct {
 	engines []*registry.Engine
 }
 
-// NewEngineGroup returns a catch-all group: every healthy engine of the request's model and role.
-func NewEngineGroup(role registry.Role, p policy.Policy) *EngineGroup {
-	return &EngineGroup{role: role, policy: p}
+// newEngineGroup returns a catch-all group: every healthy engine of the request's model and role.
+func newEngineGroup(role registry.Role, p policy.Policy) *engineGroup {
+	return &engineGroup{role: role, policy: p}
 }
 
-// NewEngineGroupOf returns a group limited to the engines with the given ids. An empty (non-nil
-// or nil) slice means no engines; use NewEngineGroup for "all".
-func NewEngineGroupOf(role registry.Role, p policy.Policy, ids []string) *EngineGroup {
+// newEngineGroupOf returns a group limited to the engines with the given ids. An empty (non-nil
+// or nil) slice means no engines; use newEngineGroup for "all".
+func newEngineGroupOf(role registry.Role, p policy.Policy, ids []string) *engineGroup {
 	m := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		m[id] = struct{}{}
 	}
-	return &EngineGroup{role: role, members: m, policy: p}
+	return &engineGroup{role: role, members: m, policy: p}
 }
 
 // member reports whether id belongs to the group's membership (nil membership: everyone).
-func (g *EngineGroup) member(id string) bool {
+func (g *engineGroup) member(id string) bool {
 	if g.members == nil {
 		return true
 	}
@@ -53,15 +53,9 @@ func (g *EngineGroup) member(id string) bool {
 	return ok
 }
 
-// Role is the stage this group serves.
-func (g *EngineGroup) Role() registry.Role { return g.role }
-
-// Policy is the attached policy.
-func (g *EngineGroup) Policy() policy.Policy { return g.policy }
-
-// Candidates returns the group's current candidates for model, sorted by id. The slice is shared
+// candidates returns the group's current candidates for model, sorted by id. The slice is shared
 // and must not be modified.
-func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*registry.Engine {
+func (g *engineGroup) candidates(reg *registry.Snapshot, model string) []*registry.Engine {
 	if c := g.cache.Load(); c != nil && c.version == reg.Version() && c.model == model {
 		return c.engines
 	}
@@ -79,19 +73,15 @@ func (g *EngineGroup) Candidates(reg *registry.Snapshot, model string) []*regist
 	return engines
 }
 
-// Pick selects one engine for req among the group's candidates minus exclude (engine ids the
-// caller already failed on). It returns policy.ErrNoCandidates without invoking the policy when
-// nothing is eligible, and an error wrapping ErrOutsideCandidates when the policy returns an
+// pick selects one engine for req among the group's candidates minus req.ExcludeEngineIDs
+// (engines the caller already failed on) and, unless adapter is "", minus engines that do not
+// declare that LoRA adapter. It returns policy.ErrNoCandidates without invoking the policy when
+// nothing is eligible, and an error wrapping errOutsideCandidates when the policy returns an
 // engine that is not one of the candidates it was given (compared by identity, so a newly
 // allocated engine with a candidate's id is rejected too).
-func (g *EngineGroup) Pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string) (policy.Pick, error) {
-	return g.pick(ctx, reg, req, exclude, "")
-}
-
-// pick is Pick with candidates further restricted to engines declaring adapter, unless it is "".
-func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, exclude []string, adapter string) (policy.Pick, error) {
-	engines := g.Candidates(reg, req.Model)
-	if len(exclude) > 0 || adapter != "" {
+func (g *engineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, adapter string) (policy.Pick, error) {
+	engines := g.candidates(reg, req.Model)
+	if exclude := req.ExcludeEngineIDs; len(exclude) > 0 || adapter != "" {
 		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Engine) bool {
 			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
 		})
@@ -108,7 +98,7 @@ func (g *EngineGroup) pick(ctx context.Context, reg *registry.Snapshot, req poli
 		if pick.Engine != nil {
 			id = pick.Engine.ID
 		}
-		return policy.Pick{}, fmt.Errorf("policy %s returned engine %q: %w", g.policy.Name(), id, ErrOutsideCandidates)
+		return policy.Pick{}, fmt.Errorf("policy %s returned engine %q: %w", g.policy.Name(), id, errOutsideCandidates)
 	}
 	return pick, nil
 }

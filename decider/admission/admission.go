@@ -39,9 +39,6 @@ type Metrics struct {
 	InFlight int64
 }
 
-// IsZero reports whether no cap is set.
-func (l Limits) IsZero() bool { return l == Limits{} }
-
 // Check returns "" when the engine is admitted, or the name of the first cap it violates.
 // Reported metrics that are unknown pass their caps (unknown is never zero); pending-prefill
 // tokens are only reported by native views, so a basic view passes that cap too. KV tokens are

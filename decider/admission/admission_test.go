@@ -7,6 +7,7 @@ import (
 )
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	native := loadtable.View{Running: 10, Waiting: 4, KVUsedTokens: 1000, KVCapacityTokens: 4000,
 		Native: true, WaitingUncachedTokens: 512, MaxRunningRequests: 64}
 	basic := loadtable.View{Running: 10, Waiting: 4, KVUsedTokens: 1000, KVCapacityTokens: 4000}
@@ -34,6 +35,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := tt.limits.Check(tt.m); got != tt.want {
 				t.Errorf("Check() = %q, want %q", got, tt.want)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/affinity"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -28,8 +29,8 @@ type binder struct {
 	reasonBound, reasonNoKey string
 }
 
-// ReasonAssigned is the pick reason when a session or sticky policy wrote a new binding.
-const ReasonAssigned = "assigned"
+// reasonAssigned is the pick reason when a session or sticky policy wrote a new binding.
+const reasonAssigned = "assigned"
 
 func (b *binder) pick(ctx context.Context, engines []*registry.Engine, req Request, key string) (Pick, error) {
 	if len(engines) == 0 {
@@ -61,7 +62,7 @@ func (b *binder) pick(ctx context.Context, engines []*registry.Engine, req Reque
 		if p, err = b.fallbackPick(ctx, engines, req); err != nil {
 			return Pick{}, err
 		}
-		if p, err = b.admit(p.Engine, req, ReasonAssigned); err != nil {
+		if p, err = b.admit(p.Engine, req, reasonAssigned); err != nil {
 			return Pick{}, err
 		}
 		actual, won, err := b.store.Bind(scope, expect, p.Engine.ID, b.idle)
@@ -108,44 +109,44 @@ func byID(engines []*registry.Engine, id string) *registry.Engine {
 	return nil
 }
 
-// SessionAware reuses an admitted session binding scoped by (model, bucket, stage, session key);
+// sessionAware reuses an admitted session binding scoped by (model, bucket, stage, session key);
 // new, keyless or out-of-group sessions use power-of-two with default admission, then this
 // policy's admission, then bind. Reasons: session_primary, assigned, no_session.
-type SessionAware struct{ b binder }
+type sessionAware struct{ b binder }
 
-var _ Policy = (*SessionAware)(nil)
+var _ Policy = (*sessionAware)(nil)
 
-// NewSessionAware returns a session-aware policy over store with the given caps and idle expiry.
-func NewSessionAware(deps Deps, limits admission.Limits, store *affinity.Store, idle time.Duration) *SessionAware {
-	return &SessionAware{b: binder{deps: deps, limits: limits, store: store, idle: idle,
-		fallback: NewPowerOfTwo(deps, admission.Limits{}), reasonBound: "session_primary", reasonNoKey: "no_session"}}
+// newSessionAware returns a session-aware policy over store with the given caps and idle expiry.
+func newSessionAware(deps Deps, limits admission.Limits, store *affinity.Store, idle time.Duration) *sessionAware {
+	return &sessionAware{b: binder{deps: deps, limits: limits, store: store, idle: idle,
+		fallback: newPowerOfTwo(deps, admission.Limits{}), reasonBound: "session_primary", reasonNoKey: "no_session"}}
 }
 
 // Name implements Policy.
-func (p *SessionAware) Name() string { return TypeSessionAware }
+func (p *sessionAware) Name() string { return config.PolicySessionAware }
 
 // Pick implements Policy.
-func (p *SessionAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *sessionAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	return p.b.pick(ctx, engines, req, req.SessionKey)
 }
 
-// Sticky is SessionAware keyed by the routing key, with a configurable fallback (round_robin by
+// sticky is sessionAware keyed by the routing key, with a configurable fallback (round_robin by
 // default, or random, power_of_two, load_based; each with default admission). Reasons:
 // sticky_primary, assigned, no_routing_key.
-type Sticky struct{ b binder }
+type sticky struct{ b binder }
 
-var _ Policy = (*Sticky)(nil)
+var _ Policy = (*sticky)(nil)
 
-// NewSticky returns a sticky policy; fallback must be built with default admission.
-func NewSticky(deps Deps, limits admission.Limits, store *affinity.Store, idle time.Duration, fallback Policy) *Sticky {
-	return &Sticky{b: binder{deps: deps, limits: limits, store: store, idle: idle, fallback: fallback,
+// newSticky returns a sticky policy; fallback must be built with default admission.
+func newSticky(deps Deps, limits admission.Limits, store *affinity.Store, idle time.Duration, fallback Policy) *sticky {
+	return &sticky{b: binder{deps: deps, limits: limits, store: store, idle: idle, fallback: fallback,
 		reasonBound: "sticky_primary", reasonNoKey: "no_routing_key"}}
 }
 
 // Name implements Policy.
-func (p *Sticky) Name() string { return TypeSticky }
+func (p *sticky) Name() string { return config.PolicySticky }
 
 // Pick implements Policy.
-func (p *Sticky) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *sticky) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	return p.b.pick(ctx, engines, req, req.RoutingKey)
 }

@@ -31,22 +31,25 @@ func mustPick(t *testing.T, p Policy, engines []*registry.Engine, req Request) P
 }
 
 func TestSessionAware(t *testing.T) {
+	t.Parallel()
 	t.Run("no key binds nothing", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, store, time.Minute)
 		if pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain}); pk.Reason != "no_session" || store.Len() != 0 {
 			t.Errorf("Pick() reason %q with %d bindings; want no_session and none", pk.Reason, store.Len())
 		}
 	})
 	t.Run("first call binds, later calls reuse regardless of pressure", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		first := mustPick(t, p, es, req)
-		if first.Reason != ReasonAssigned {
+		if first.Reason != reasonAssigned {
 			t.Fatalf("first Pick reason = %q, want assigned", first.Reason)
 		}
 		f.report(first.Engine.ID, nativeLoad(100000, 50, 50)) // now much busier than the other
@@ -57,10 +60,11 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("rejected bound engine fails the attempt and keeps its binding", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{MaxRunningRequests: 10}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{MaxRunningRequests: 10}, store, time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		bound := mustPick(t, p, es, req).Engine
 		f.report(bound.ID, nativeLoad(0, 0, 10))
@@ -75,9 +79,10 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("binding outside the group is replaced", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s1"}
 		bound := mustPick(t, p, es, req).Engine
 		var others []*registry.Engine
@@ -87,7 +92,7 @@ func TestSessionAware(t *testing.T) {
 			}
 		}
 		pk := mustPick(t, p, others, req)
-		if pk.Engine != others[0] || pk.Reason != ReasonAssigned {
+		if pk.Engine != others[0] || pk.Reason != reasonAssigned {
 			t.Fatalf("Pick() = %s (%s), want %s assigned", pk.Engine.ID, pk.Reason, others[0].ID)
 		}
 		if again := mustPick(t, p, es, req); again.Engine != others[0] {
@@ -95,10 +100,11 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("bindings are scoped by bucket and stage", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		store := newAffinity(t)
-		p := NewSessionAware(f.deps, admission.Limits{}, store, time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, store, time.Minute)
 		mustPick(t, p, es, Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "s"})
 		mustPick(t, p, es, Request{Model: "m", BucketID: "b2", Stage: registry.RolePlain, SessionKey: "s"})
 		if store.Len() != 2 {
@@ -106,9 +112,10 @@ func TestSessionAware(t *testing.T) {
 		}
 	})
 	t.Run("concurrent first requests converge", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c", "d")
-		p := NewSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
+		p := newSessionAware(f.deps, admission.Limits{}, newAffinity(t), time.Minute)
 		req := Request{Model: "m", BucketID: "b1", Stage: registry.RolePlain, SessionKey: "race"}
 		var wg sync.WaitGroup
 		got := make([]*registry.Engine, 16)
@@ -132,10 +139,11 @@ func TestSessionAware(t *testing.T) {
 }
 
 func TestSticky(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	store := newAffinity(t)
-	p := NewSticky(f.deps, admission.Limits{}, store, time.Minute, NewRoundRobin(f.deps, admission.Limits{}))
+	p := newSticky(f.deps, admission.Limits{}, store, time.Minute, newRoundRobin(f.deps, admission.Limits{}))
 	// Different routing keys spread by the round-robin fallback, then stick.
 	var first []string
 	for _, key := range []string{"t1", "t2", "t3"} {
@@ -155,7 +163,7 @@ func TestSticky(t *testing.T) {
 		t.Errorf("Pick() without routing key reason = %q", pk.Reason)
 	}
 	// The sticky policy checks the engine its fallback returns.
-	strict := NewSticky(f.deps, admission.Limits{MaxInflightRequests: 1}, newAffinity(t), time.Minute, NewRoundRobin(f.deps, admission.Limits{}))
+	strict := newSticky(f.deps, admission.Limits{MaxInflightRequests: 1}, newAffinity(t), time.Minute, newRoundRobin(f.deps, admission.Limits{}))
 	f.inflight(es[0], 1)
 	if _, err := strict.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePlain, RoutingKey: "x"}); err == nil {
 		t.Error("sticky admitted a fallback pick at its in-flight cap")

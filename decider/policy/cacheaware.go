@@ -21,14 +21,13 @@ const (
 	ReasonNoCacheCandidate = "no_cache_candidate"
 )
 
-// CacheAware prefers an engine that already holds a usable prefix of the request, under the
-// cache and pressure rules of docs/decisions.md ("cache_aware"): hit thresholds, a bounded
-// holder set ranked by (uncached tokens, prefill pressure, id), a soft queue gate with
-// saturation handling, hard admission on every evaluated holder (a rejection never turns into a
-// cold pick), a switch margin with a pressure guard, and on a miss a power-of-k fallback over the
-// engines that pass the queue gate followed by this policy's admission. Plain and prefill groups
-// only.
-type CacheAware struct {
+// cacheAware prefers an engine that already holds a usable prefix of the request, under the
+// cache and pressure rules of docs/decisions.md ("cache_aware"): hit thresholds, a bounded holder set ranked by
+// (uncached tokens, prefill pressure, id), a soft queue gate with saturation handling, hard
+// admission on every evaluated holder (a rejection never turns into a cold pick), a switch
+// margin with a pressure guard, and on a miss a power-of-k fallback over the engines that pass
+// the queue gate followed by this policy's admission. Plain and prefill groups only.
+type cacheAware struct {
 	deps   Deps
 	limits admission.Limits
 	s      config.CacheAwareSettings
@@ -36,15 +35,15 @@ type CacheAware struct {
 	intN   func(n int) int
 }
 
-var _ Policy = (*CacheAware)(nil)
+var _ Policy = (*cacheAware)(nil)
 
-// NewCacheAware returns a cache-aware policy reading prefixes from source.
-func NewCacheAware(deps Deps, limits admission.Limits, s config.CacheAwareSettings, source PrefixSource) *CacheAware {
-	return &CacheAware{deps: deps, limits: limits, s: s, source: source, intN: rand.IntN}
+// newCacheAware returns a cache-aware policy reading prefixes from source.
+func newCacheAware(deps Deps, limits admission.Limits, s config.CacheAwareSettings, source PrefixSource) *cacheAware {
+	return &cacheAware{deps: deps, limits: limits, s: s, source: source, intN: rand.IntN}
 }
 
 // Name implements Policy.
-func (p *CacheAware) Name() string { return TypeCacheAware }
+func (p *cacheAware) Name() string { return config.PolicyCacheAware }
 
 // holder is a candidate that holds part of the request's prefix.
 type holder struct {
@@ -55,7 +54,7 @@ type holder struct {
 }
 
 // Pick implements Policy.
-func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -65,7 +64,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 	if p.source == nil {
 		return Pick{}, fmt.Errorf("cache_aware has no prefix source: %w", ErrInvalidConfiguration)
 	}
-	res, err := req.Prefix.Lookup(ctx, p.source, req.Namespace(), req.TokenIDs)
+	res, err := req.Prefix.lookup(ctx, p.source, req.namespace(), req.TokenIDs)
 	if err != nil {
 		return Pick{}, fmt.Errorf("prefix lookup: %w", err)
 	}
@@ -77,7 +76,7 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 
 	// Steps 3-4: holders passing the thresholds, ranked, bounded to K.
 	var holders []holder
-	if res.Status == PrefixHit {
+	if res.Status == prefixHit {
 		for _, m := range res.Matches {
 			i := slices.IndexFunc(engines, func(w *registry.Engine) bool { return w.Slot == m.Engine })
 			if i < 0 || m.Tokens <= 0 {
@@ -214,19 +213,19 @@ func (p *CacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 }
 
 // residency returns the source's residency checker, if it has one.
-func (p *CacheAware) residency() ResidencyChecker {
-	rc, _ := p.source.(ResidencyChecker)
+func (p *cacheAware) residency() residencyChecker {
+	rc, _ := p.source.(residencyChecker)
 	return rc
 }
 
 // queued reports whether an engine reads a fresh waiting count at or above limit (0 = gate off).
 // Unknown load passes the gate.
-func (p *CacheAware) queued(o observation, limit int64) bool {
+func (p *cacheAware) queued(o observation, limit int64) bool {
 	return limit > 0 && o.known && o.view.Waiting >= limit
 }
 
 // groupQueued reports whether every engine of the group provably reads waiting >= limit.
-func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Engine, limit int64) bool {
+func (p *cacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Engine, limit int64) bool {
 	if limit <= 0 {
 		return false
 	}
@@ -239,7 +238,7 @@ func (p *CacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.En
 }
 
 // anyBelow reports whether some engine reads a fresh waiting count below floor.
-func (p *CacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engine, floor int64) bool {
+func (p *cacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engine, floor int64) bool {
 	for _, w := range engines {
 		if v := snap.ViewRef(w.Slot); v != nil && v.Waiting < floor {
 			return true
@@ -252,7 +251,7 @@ func (p *CacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engin
 // other's by the absolute threshold and by the factor. The measure is waiting uncached tokens,
 // or estimated queue milliseconds when a millisecond threshold is set and both have one.
 // Without native reports on both, the guard never switches.
-func (p *CacheAware) guardSwitch(cur, other observation) bool {
+func (p *cacheAware) guardSwitch(cur, other observation) bool {
 	if !p.s.PressureGuard || !cur.native() || !other.native() {
 		return false
 	}
@@ -267,7 +266,7 @@ func (p *CacheAware) guardSwitch(cur, other observation) bool {
 // powerOfK samples k distinct engines of pool and returns the index of the least pressured
 // (the first sampled on a tie); when k covers the pool it takes the exact minimum. The set
 // comparator keeps the choice transitive.
-func (p *CacheAware) powerOfK(stage registry.Role, pool []int, obs []observation) int {
+func (p *cacheAware) powerOfK(stage registry.Role, pool []int, obs []observation) int {
 	k := int(p.s.MissChoices)
 	sample := pool
 	if k < len(pool) {

@@ -33,12 +33,13 @@ func (f *fakePrefix) LookupPrefix(_ context.Context, _ Namespace, _ []uint32, ou
 }
 
 func defaults() config.CacheAwareSettings {
-	return config.PolicySpec{Type: TypeCacheAware}.Resolved().CacheAware
+	return config.PolicySpec{Type: config.PolicyCacheAware}.Resolved().CacheAware
 }
 
 func tokens(n int) []uint32 { return make([]uint32, n) }
 
 func TestCacheAware(t *testing.T) {
+	t.Parallel()
 	const input = 8000
 	type load struct{ waiting, uncachedQ, running int64 }
 	tests := []struct {
@@ -154,6 +155,7 @@ func TestCacheAware(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t)
 			es := f.engines(registry.RolePrefill, "a", "b", "c")
 			for _, w := range es {
@@ -166,7 +168,7 @@ func TestCacheAware(t *testing.T) {
 				tt.settings(&s)
 			}
 			src := &fakePrefix{slots: f.slots, matched: tt.matched}
-			p := NewCacheAware(f.deps, tt.limits, s, src)
+			p := newCacheAware(f.deps, tt.limits, s, src)
 			p.intN = seq(0, 0, 0)
 			s.MissChoices = 3
 			p.s.MissChoices = 3 // exact minimum over the pool: deterministic miss fallback
@@ -190,6 +192,7 @@ func TestCacheAware(t *testing.T) {
 }
 
 func TestCacheAwarePrefixStatus(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	for _, tt := range []struct {
@@ -198,12 +201,13 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 		toks []uint32
 		want PrefixStatus
 	}{
-		{"unavailable backend is a miss, reported as unavailable", &fakePrefix{slots: f.slots, err: fmt.Errorf("dial: %w", ErrPrefixUnavailable)}, tokens(10), PrefixUnavailable},
-		{"confirmed miss", &fakePrefix{slots: f.slots, matched: map[string]int64{}}, tokens(10), PrefixMiss},
-		{"no token ids", &fakePrefix{slots: f.slots}, nil, PrefixNoTokens},
+		{"unavailable backend is a miss, reported as unavailable", &fakePrefix{slots: f.slots, err: fmt.Errorf("dial: %w", errPrefixUnavailable)}, tokens(10), prefixUnavailable},
+		{"confirmed miss", &fakePrefix{slots: f.slots, matched: map[string]int64{}}, tokens(10), prefixMiss},
+		{"no token ids", &fakePrefix{slots: f.slots}, nil, prefixNoTokens},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := NewCacheAware(f.deps, admission.Limits{}, defaults(), tt.src)
+			t.Parallel()
+			p := newCacheAware(f.deps, admission.Limits{}, defaults(), tt.src)
 			tr := &Trace{}
 			pk, err := p.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: int64(len(tt.toks)), TokenIDs: tt.toks, Trace: tr})
 			if err != nil || pk.Reason != ReasonNoCacheCandidate || tr.Prefix != tt.want {
@@ -212,13 +216,15 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 		})
 	}
 	t.Run("a rejected query is an error", func(t *testing.T) {
-		p := NewCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots, err: errors.New("bad namespace")})
+		t.Parallel()
+		p := newCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots, err: errors.New("bad namespace")})
 		if _, err := p.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 3, TokenIDs: tokens(3)}); err == nil {
 			t.Error("Pick() swallowed a rejected query")
 		}
 	})
 	t.Run("decode group is a configuration error", func(t *testing.T) {
-		p := NewCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots})
+		t.Parallel()
+		p := newCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots})
 		if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RoleDecode}); !errors.Is(err, ErrInvalidConfiguration) {
 			t.Errorf("Pick(decode) = %v, want ErrInvalidConfiguration", err)
 		}
@@ -226,12 +232,13 @@ func TestCacheAwarePrefixStatus(t *testing.T) {
 }
 
 func TestPrefixMemoSharesOneLookup(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	src := &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 4096}}
 	memo := &PrefixMemo{}
-	p1 := NewCacheAware(f.deps, admission.Limits{}, defaults(), src)
-	p2 := NewCacheAware(f.deps, admission.Limits{}, defaults(), src)
+	p1 := newCacheAware(f.deps, admission.Limits{}, defaults(), src)
+	p2 := newCacheAware(f.deps, admission.Limits{}, defaults(), src)
 	req := Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 5000, TokenIDs: tokens(5000), Prefix: memo}
 	for _, p := range []Policy{p1, p2, p1} {
 		mustPick(t, p, es, req)

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
@@ -13,48 +15,47 @@ import (
 // configuration is refused at load time, never at request time.
 func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 	r := spec.Resolved()
-	limits := Limits(r.Admission)
+	limits := admissionLimits(r.Admission)
 	switch r.Type {
-	case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased, "":
+	case config.PolicyRoundRobin, config.PolicyRandom, config.PolicyPowerOfTwo, config.PolicyLoadBased, "":
 		return newBasic(r.Type, deps, limits), nil
-	case TypeCacheAware:
+	case config.PolicyCacheAware:
 		if deps.Prefix == nil {
 			return nil, fmt.Errorf("policy cache_aware needs a KV prefix index; start the decider with KV-event ingestion: %w", ErrInvalidConfiguration)
 		}
-		return NewCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
-	case TypeSessionAware:
+		return newCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
+	case config.PolicySessionAware:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy session_aware needs an affinity store: %w", ErrInvalidConfiguration)
 		}
-		return NewSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
-	case TypeSticky:
+		return newSessionAware(deps, limits, deps.Affinity, r.IdleTimeout), nil
+	case config.PolicySticky:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy sticky needs an affinity store: %w", ErrInvalidConfiguration)
 		}
-		switch r.Fallback {
-		case TypeRoundRobin, TypeRandom, TypePowerOfTwo, TypeLoadBased:
-		default:
-			return nil, fmt.Errorf("sticky fallback %q: use round_robin, random, power_of_two or load_based: %w", r.Fallback, ErrInvalidConfiguration)
+		if !slices.Contains(config.StickyFallbacks(), r.Fallback) {
+			return nil, fmt.Errorf("sticky fallback %q: use one of %s: %w", r.Fallback, strings.Join(config.StickyFallbacks(), ", "), ErrInvalidConfiguration)
 		}
-		return NewSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
+		return newSticky(deps, limits, deps.Affinity, r.IdleTimeout, newBasic(r.Fallback, deps, admission.Limits{})), nil
 	}
 	return nil, fmt.Errorf("unknown policy type %q: %w", spec.Type, ErrInvalidConfiguration)
 }
 
 func newBasic(typ string, deps Deps, limits admission.Limits) Policy {
 	switch typ {
-	case TypeRoundRobin:
-		return NewRoundRobin(deps, limits)
-	case TypeRandom:
-		return NewRandom(deps, limits)
-	case TypeLoadBased:
-		return NewLeastLoad(deps, limits)
+	case config.PolicyRoundRobin:
+		return newRoundRobin(deps, limits)
+	case config.PolicyRandom:
+		return newRandom(deps, limits)
+	case config.PolicyLoadBased:
+		return newLeastLoad(deps, limits)
 	}
-	return NewPowerOfTwo(deps, limits)
+	return newPowerOfTwo(deps, limits)
 }
 
-// Limits converts resolved configuration caps to admission caps (unset caps are zero in both).
-func Limits(a config.AdmissionLimits) admission.Limits {
+// admissionLimits converts resolved configuration caps to admission caps (unset caps are zero
+// in both).
+func admissionLimits(a config.AdmissionLimits) admission.Limits {
 	return admission.Limits{
 		MaxRunningRequests:      a.MaxRunningRequests,
 		MaxWaitingRequests:      a.MaxWaitingRequests,

@@ -20,6 +20,8 @@ type fixture struct {
 	inf   *inflight.Tracker
 	deps  Deps
 	epoch map[string]uint64
+	// now is the in-flight tracker's clock (dispatch times); time.Now unless a test sets it.
+	now func() time.Time
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -29,12 +31,13 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf, err := inflight.New(st, inflight.Config{}, nil)
+	f := &fixture{t: t, slots: st, reg: registry.New(st), load: load, epoch: map[string]uint64{}, now: time.Now}
+	f.inf, err = inflight.New(st, inflight.Config{}, func() time.Time { return f.now() })
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, slots: st, reg: registry.New(st), load: load, inf: inf,
-		deps: Deps{Load: load, InFlight: inf}, epoch: map[string]uint64{}}
+	f.deps = Deps{Load: load, InFlight: f.inf}
+	return f
 }
 
 // engines registers engines of one role for model "m" and returns them sorted by id.

@@ -16,20 +16,20 @@ type LocalIndex struct {
 	Uncertain func(engineID string) bool
 }
 
-// ResidencyUncertain implements ResidencyChecker.
-func (l LocalIndex) ResidencyUncertain(engineID string) bool {
+// residencyUncertain implements residencyChecker.
+func (l LocalIndex) residencyUncertain(engineID string) bool {
 	return l.Uncertain != nil && l.Uncertain(engineID)
 }
 
 var (
 	_ PrefixSource     = LocalIndex{}
-	_ ResidencyChecker = LocalIndex{}
+	_ residencyChecker = LocalIndex{}
 )
 
-// ResidencyChecker is implemented by prefix sources that know when an engine's residency data is
+// residencyChecker is implemented by prefix sources that know when an engine's residency data is
 // incomplete; cache-aware explain output marks such engines.
-type ResidencyChecker interface {
-	ResidencyUncertain(engineID string) bool
+type residencyChecker interface {
+	residencyUncertain(engineID string) bool
 }
 
 // LookupPrefix implements PrefixSource; the local index is always available.

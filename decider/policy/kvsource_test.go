@@ -12,6 +12,7 @@ import (
 // TestCacheAwareOverLocalIndex runs the cache-aware policy over the real KV index: the engine
 // that stored a long prefix gets the request; a cold prefix falls back.
 func TestCacheAwareOverLocalIndex(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b", "c")
 	ix, err := kvindex.New(kvindex.Config{})
@@ -31,7 +32,7 @@ func TestCacheAwareOverLocalIndex(t *testing.T) {
 	if err := ix.Store(kvindex.Holder{Engine: es[1].Slot}, kvindex.Namespace{Model: "m"}, ev); err != nil {
 		t.Fatal(err)
 	}
-	p := NewCacheAware(f.deps, admission.Limits{}, defaults(), LocalIndex{Index: ix})
+	p := newCacheAware(f.deps, admission.Limits{}, defaults(), LocalIndex{Index: ix})
 	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 2100, TokenIDs: append(prompt, make([]uint32, 52)...)})
 	if pk.Engine.ID != "b" || pk.Reason != ReasonCacheCandidate {
 		t.Errorf("Pick(held prefix) = %s (%s), want b cache_candidate", pk.Engine.ID, pk.Reason)

@@ -6,33 +6,34 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// LeastLoad (configuration name load_based) chooses the least loaded candidate, then checks
+// leastLoad (configuration name load_based) chooses the least loaded candidate, then checks
 // admission on it. When every candidate has a fresh report the score is waiting + running +
 // the dispatches this router made to the engine after the report was captured (so requests the
 // report already counts are not counted twice); otherwise every candidate is scored by
 // router-local in-flight requests, which keeps the comparison consistent across the set. Ties
 // rotate with a cursor owned by this instance.
-type LeastLoad struct {
+type leastLoad struct {
 	deps   Deps
 	limits admission.Limits
 	cursor atomic.Uint64
 }
 
-var _ Policy = (*LeastLoad)(nil)
+var _ Policy = (*leastLoad)(nil)
 
-// NewLeastLoad returns a least-load policy with the given admission caps.
-func NewLeastLoad(deps Deps, limits admission.Limits) *LeastLoad {
-	return &LeastLoad{deps: deps, limits: limits}
+// newLeastLoad returns a least-load policy with the given admission caps.
+func newLeastLoad(deps Deps, limits admission.Limits) *leastLoad {
+	return &leastLoad{deps: deps, limits: limits}
 }
 
 // Name implements Policy.
-func (p *LeastLoad) Name() string { return TypeLoadBased }
+func (p *leastLoad) Name() string { return config.PolicyLoadBased }
 
 // Pick implements Policy.
-func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -92,5 +93,5 @@ func (p *LeastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
 		}
 	}
-	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, TypeLoadBased)
+	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, config.PolicyLoadBased)
 }

@@ -3,7 +3,11 @@
 // model and stage, intersected with the group's membership, sorted by id) and the request's
 // prepared facts. It reads its own load, in-flight and later KV or affinity state through handles
 // given at construction, selects one engine, and checks admission where its algorithm says to.
-// It cannot choose another bucket or cross a prefill/decode boundary.
+// It cannot choose another bucket or cross a prefill/decode boundary. Policies are built from
+// configuration with New.
+//
+// Request and Pick are also the decider's request and pick types: a transport fills a Request
+// for decider.Decide, and each engine of a decider.Decision is a Pick.
 package policy
 
 import (
@@ -29,46 +33,66 @@ type Policy interface {
 	Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error)
 }
 
-// Request carries the prepared routing facts for one stage of one bucket attempt. It holds no
-// transport types, state handles or load observations.
+// Request is one routing request, the only request type from the caller of Decide down to the
+// policy. It holds no transport types, state handles or load observations.
+//
+// The caller sets the request facts. The decider resolves Model and LoRAName (a request naming
+// a LoRA adapter as its model runs in the adapter's base model) and, for every stage of every
+// bucket attempt, sets the attempt fields Stage, BucketID, Prefix and Trace on a copy it hands
+// the policy; values the caller puts in the attempt fields are ignored.
 type Request struct {
-	// Model is the requested model id.
+	// Model is the requested model id; after resolution, the base model.
 	Model string
-	// Stage is the role of the group being asked: plain, prefill or decode.
-	Stage registry.Role
-	// BucketID is the bucket this attempt belongs to (scopes affinity bindings).
-	BucketID string
 	// InputTokens is the prompt length in tokens.
 	InputTokens int64
 	// ExpectedPeakTokens is input plus the output budget; valid only when HasPeak.
 	ExpectedPeakTokens int64
 	// HasPeak reports whether the caller knows the output budget.
 	HasPeak bool
-	// TokenIDs are the prompt's token ids when the caller tokenized it; nil otherwise.
+	// TokenIDs are the prompt's token ids when the caller tokenized it; nil otherwise. When
+	// present there must be InputTokens of them.
 	TokenIDs []uint32
 	// SessionKey and RoutingKey are the affinity keys, empty when absent.
 	SessionKey string
 	RoutingKey string
-	// LoRA is the LoRA adapter the request runs with (Model is then its base model) and
-	// CacheSalt its cache salt; empty for none. Together with Model they are the KV namespace
-	// prefix lookups run in.
-	LoRA      string
+	// RequestID is the caller's id for the request, for its logs; routing ignores it.
+	RequestID string
+	// LoRAName is the LoRA adapter the request runs with, empty for none. The caller sets the
+	// adapter it names beside Model (SGLang lora_path); resolution sets the adapter the request
+	// resolved to, including one named as Model. With Model and CacheSalt it is the KV
+	// namespace prefix lookups run in.
+	LoRAName string
+	// CacheSalt isolates the request's cached blocks from other tenants' (vLLM and SGLang
+	// cache_salt); empty for none. It only changes the prefix lookup's namespace.
 	CacheSalt string
+	// DryRun selects without acquiring a lease.
+	DryRun bool
+	// Explain asks for the candidates, rejections and load ages considered.
+	Explain bool
+	// ExcludeEngineIDs are engines the caller already failed on (one retry); no group offers
+	// them to its policy.
+	ExcludeEngineIDs []string
+
+	// Stage is the role of the group being asked: plain, prefill or decode (attempt field).
+	Stage registry.Role
+	// BucketID is the bucket this attempt belongs to; it scopes affinity bindings (attempt field).
+	BucketID string
 	// Prefix memoises the prefix lookup across every bucket and group attempt of one Decide
-	// call; nil looks up on each use.
+	// call; nil looks up on each use (attempt field).
 	Prefix *PrefixMemo
 	// Trace, when non-nil, collects what the policy considered (explain output). Policies must
-	// not allocate for tracing when it is nil.
+	// not allocate for tracing when it is nil (attempt field).
 	Trace *Trace
 }
 
-// Namespace is the KV-cache namespace of the request's prefix.
-func (r *Request) Namespace() Namespace {
-	return Namespace{Model: r.Model, LoRA: r.LoRA, CacheSalt: r.CacheSalt}
+// namespace is the KV-cache namespace of the request's prefix.
+func (r *Request) namespace() Namespace {
+	return Namespace{Model: r.Model, LoRA: r.LoRAName, CacheSalt: r.CacheSalt}
 }
 
-// Pick is a policy's selection: one engine from the supplied candidates and the reason, used in
-// metrics, explain output and the Decide response.
+// Pick is one selected engine and why: a policy's selection from the candidates it was given,
+// and, unchanged, each engine of a decider.Decision. The reason is used in metrics, explain
+// output and the Decide response.
 type Pick struct {
 	Engine *registry.Engine
 	Reason string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
 )
@@ -26,10 +27,12 @@ func pickIDs(t *testing.T, p Policy, engines []*registry.Engine, req Request, n 
 }
 
 func TestEmptyCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	for _, p := range []Policy{NewRoundRobin(f.deps, admission.Limits{}), NewRandom(f.deps, admission.Limits{}),
-		NewPowerOfTwo(f.deps, admission.Limits{}), NewLeastLoad(f.deps, admission.Limits{})} {
+	for _, p := range []Policy{newRoundRobin(f.deps, admission.Limits{}), newRandom(f.deps, admission.Limits{}),
+		newPowerOfTwo(f.deps, admission.Limits{}), newLeastLoad(f.deps, admission.Limits{})} {
 		t.Run(p.Name(), func(t *testing.T) {
+			t.Parallel()
 			if _, err := p.Pick(context.Background(), nil, Request{Stage: registry.RolePlain}); !errors.Is(err, ErrNoCandidates) {
 				t.Errorf("Pick(empty) error = %v, want ErrNoCandidates", err)
 			}
@@ -38,9 +41,10 @@ func TestEmptyCandidates(t *testing.T) {
 }
 
 func TestRoundRobinCursorPerInstance(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
-	p1, p2 := NewRoundRobin(f.deps, admission.Limits{}), NewRoundRobin(f.deps, admission.Limits{})
+	p1, p2 := newRoundRobin(f.deps, admission.Limits{}), newRoundRobin(f.deps, admission.Limits{})
 	req := Request{Stage: registry.RolePlain}
 	if diff := cmp.Diff([]string{"a", "b", "c", "a"}, pickIDs(t, p1, es, req, 4)); diff != "" {
 		t.Errorf("first instance mismatch (-want +got):\n%s", diff)
@@ -51,10 +55,11 @@ func TestRoundRobinCursorPerInstance(t *testing.T) {
 }
 
 func TestRandomCoversCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	seen := map[string]int{}
-	for _, id := range pickIDs(t, NewRandom(f.deps, admission.Limits{}), es, Request{Stage: registry.RolePlain}, 600) {
+	for _, id := range pickIDs(t, newRandom(f.deps, admission.Limits{}), es, Request{Stage: registry.RolePlain}, 600) {
 		seen[id]++
 	}
 	for _, id := range []string{"a", "b", "c"} {
@@ -65,6 +70,7 @@ func TestRandomCoversCandidates(t *testing.T) {
 }
 
 func TestPowerOfTwoPressure(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		stage   registry.Role
@@ -134,6 +140,7 @@ func TestPowerOfTwoPressure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t)
 			es := f.engines(tt.stage, "a", "b")
 			for id, r := range tt.loads {
@@ -142,20 +149,21 @@ func TestPowerOfTwoPressure(t *testing.T) {
 			for _, w := range es {
 				f.inflight(w, tt.flights[w.ID])
 			}
-			p := NewPowerOfTwo(f.deps, admission.Limits{})
+			p := newPowerOfTwo(f.deps, admission.Limits{})
 			p.intN = seq(tt.draws...)
 			pk, err := p.Pick(context.Background(), es, Request{Stage: tt.stage})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pk.Engine.ID != tt.want || pk.Reason != TypePowerOfTwo {
-				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Engine.ID, pk.Reason, tt.want, TypePowerOfTwo)
+			if pk.Engine.ID != tt.want || pk.Reason != config.PolicyPowerOfTwo {
+				t.Errorf("Pick() = %s (%s), want %s (%s)", pk.Engine.ID, pk.Reason, tt.want, config.PolicyPowerOfTwo)
 			}
 		})
 	}
 }
 
 func TestPowerOfTwoQueueTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePrefill, "a", "b")
 	// a: 1000 tokens/s, 4000 waiting uncached -> 4 s queue. b: 10000 tokens/s, 8000 -> 0.8 s.
@@ -180,7 +188,7 @@ func TestPowerOfTwoQueueTime(t *testing.T) {
 			t.Fatalf("engine %s has no queue-time estimate: %+v ok=%v", w.ID, v, ok)
 		}
 	}
-	p := NewPowerOfTwo(f.deps, admission.Limits{})
+	p := newPowerOfTwo(f.deps, admission.Limits{})
 	p.intN = seq(0, 0)
 	pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePrefill})
 	if err != nil {
@@ -192,11 +200,12 @@ func TestPowerOfTwoQueueTime(t *testing.T) {
 }
 
 func TestPowerOfTwoAdmissionOnceNoResample(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 1))  // less pressured: chosen
 	f.report("b", nativeLoad(0, 0, 30)) // admissible, but never considered after rejection
-	p := NewPowerOfTwo(f.deps, admission.Limits{MaxRunningRequests: 1})
+	p := newPowerOfTwo(f.deps, admission.Limits{MaxRunningRequests: 1})
 	p.intN = seq(0, 0)
 	_, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain})
 	var rj *RejectedError
@@ -210,20 +219,22 @@ func TestPowerOfTwoAdmissionOnceNoResample(t *testing.T) {
 }
 
 func TestPowerOfTwoSingleCandidateChecksAdmission(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a")
 	f.report("a", nativeLoad(0, 5, 0))
-	p := NewPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 5})
+	p := newPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 5})
 	if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err == nil {
 		t.Fatal("Pick() admitted an engine at its waiting cap")
 	}
-	p = NewPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 6})
+	p = newPowerOfTwo(f.deps, admission.Limits{MaxWaitingRequests: 6})
 	if pk, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain}); err != nil || pk.Engine.ID != "a" {
 		t.Fatalf("Pick() = %v, %v; want a", pk.Engine, err)
 	}
 }
 
 func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "stale", "partial")
 	stale := nativeLoad(0, 100, 100)
@@ -236,7 +247,8 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 	limits := admission.Limits{MaxRunningRequests: 1, MaxWaitingRequests: 1}
 	for _, w := range es {
 		t.Run(w.ID, func(t *testing.T) {
-			p := NewRoundRobin(f.deps, limits)
+			t.Parallel()
+			p := newRoundRobin(f.deps, limits)
 			pk, err := p.Pick(context.Background(), []*registry.Engine{w}, Request{Stage: registry.RolePlain})
 			if err != nil || pk.Engine != w {
 				t.Errorf("Pick() = %v, %v; want %s admitted (unknown load fails open)", pk.Engine, err, w.ID)
@@ -246,46 +258,54 @@ func TestAdmissionFailsOpenOnStaleAndPartialReports(t *testing.T) {
 }
 
 func TestLeastLoad(t *testing.T) {
+	t.Parallel()
 	t.Run("dispatches since the report are added", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		f.report("a", loadtable.Report{Running: 2, Waiting: 0, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: time.Now().Add(-time.Second)})
 		f.report("b", loadtable.Report{Running: 3, Waiting: 0, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: time.Now().Add(-time.Second)})
 		// Two dispatches to a after its report: a scores 4, b scores 3.
 		f.inflight(es[0], 2)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "b" {
 			t.Errorf("Pick() = %s, want b", got[0])
 		}
 	})
 	t.Run("dispatches before the report are not counted twice", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
+		// Two dispatches to a, then reports captured a millisecond later that already count them.
+		dispatched := time.Now().Add(-time.Second)
+		f.now = func() time.Time { return dispatched }
 		f.inflight(es[0], 2)
-		time.Sleep(2 * time.Millisecond)
-		f.report("a", loadtable.Report{Running: 2, KVUsedTokens: 1, KVCapacityTokens: 10})
-		f.report("b", loadtable.Report{Running: 3, KVUsedTokens: 1, KVCapacityTokens: 10})
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		captured := dispatched.Add(time.Millisecond)
+		f.report("a", loadtable.Report{Running: 2, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
+		f.report("b", loadtable.Report{Running: 3, KVUsedTokens: 1, KVCapacityTokens: 10, CapturedAt: captured})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "a" {
 			t.Errorf("Pick() = %s, want a", got[0])
 		}
 	})
 	t.Run("a missing report ranks everyone by in-flight", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b")
 		f.report("a", loadtable.Report{Running: 0, KVUsedTokens: 1, KVCapacityTokens: 10})
 		f.inflight(es[0], 3)
 		f.inflight(es[1], 1)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if got := pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 1); got[0] != "b" {
 			t.Errorf("Pick() = %s, want b", got[0])
 		}
 	})
 	t.Run("ties rotate", func(t *testing.T) {
+		t.Parallel()
 		f := newFixture(t)
 		es := f.engines(registry.RolePlain, "a", "b", "c")
 		f.inflight(es[1], 1)
-		p := NewLeastLoad(f.deps, admission.Limits{})
+		p := newLeastLoad(f.deps, admission.Limits{})
 		if diff := cmp.Diff([]string{"a", "c", "a", "c"}, pickIDs(t, p, es, Request{Stage: registry.RolePlain}, 4)); diff != "" {
 			t.Errorf("tie rotation mismatch (-want +got):\n%s", diff)
 		}
@@ -293,10 +313,11 @@ func TestLeastLoad(t *testing.T) {
 }
 
 func TestTraceRecordsCandidates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	es := f.engines(registry.RolePlain, "a", "b")
 	f.report("a", nativeLoad(0, 0, 0))
-	p := NewPowerOfTwo(f.deps, admission.Limits{})
+	p := newPowerOfTwo(f.deps, admission.Limits{})
 	p.intN = seq(0, 0)
 	tr := &Trace{}
 	if _, err := p.Pick(context.Background(), es, Request{Stage: registry.RolePlain, Trace: tr}); err != nil {
@@ -311,8 +332,29 @@ func TestTraceRecordsCandidates(t *testing.T) {
 }
 
 func TestComparePressureProductsNoOverflow(t *testing.T) {
+	t.Parallel()
 	const big = int64(1) << 62
 	if c := compareProducts(big, 4, big, 3); c <= 0 {
 		t.Errorf("compareProducts overflowed: got %d, want > 0", c)
+	}
+}
+
+// TestNewBuildsEveryConfiguredType: every policy type configuration accepts builds, and the
+// policy reports that name.
+func TestNewBuildsEveryConfiguredType(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	deps := f.deps
+	deps.Prefix = LocalIndex{}
+	deps.Affinity = newAffinity(t)
+	for _, typ := range config.PolicyTypes() {
+		p, err := New(config.PolicySpec{Type: typ}, deps)
+		if err != nil {
+			t.Errorf("New(%s) error: %v", typ, err)
+			continue
+		}
+		if p.Name() != typ {
+			t.Errorf("New(%s).Name() = %s", typ, p.Name())
+		}
 	}
 }

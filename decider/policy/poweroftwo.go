@@ -5,32 +5,33 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// PowerOfTwo samples two distinct candidates uniformly and keeps the one with lower stage
+// powerOfTwo samples two distinct candidates uniformly and keeps the one with lower stage
 // pressure (the first sample on a complete tie), then checks admission exactly once on it. A
 // single candidate is selected directly, its load still read for admission. A rejection is
 // returned as is: no resampling, no switching to the other sample, no fallback.
-type PowerOfTwo struct {
+type powerOfTwo struct {
 	deps   Deps
 	limits admission.Limits
 	// intN draws a uniform integer in [0, n); replaced in tests for deterministic sampling.
 	intN func(n int) int
 }
 
-var _ Policy = (*PowerOfTwo)(nil)
+var _ Policy = (*powerOfTwo)(nil)
 
-// NewPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
-func NewPowerOfTwo(deps Deps, limits admission.Limits) *PowerOfTwo {
-	return &PowerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
+// newPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
+func newPowerOfTwo(deps Deps, limits admission.Limits) *powerOfTwo {
+	return &powerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
 }
 
 // Name implements Policy.
-func (p *PowerOfTwo) Name() string { return TypePowerOfTwo }
+func (p *powerOfTwo) Name() string { return config.PolicyPowerOfTwo }
 
 // Pick implements Policy.
-func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	n := len(engines)
 	if n == 0 {
 		return Pick{}, ErrNoCandidates
@@ -41,7 +42,7 @@ func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	}
 	if n == 1 {
 		req.Trace.setDetail("single candidate")
-		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, TypePowerOfTwo)
+		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, config.PolicyPowerOfTwo)
 	}
 	i := p.intN(n)
 	j := p.intN(n - 1)
@@ -53,11 +54,11 @@ func (p *PowerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if comparePressure(req.Stage, ob, oa) < 0 {
 		req.Trace.note(a, oa, "", "sampled")
 		req.Trace.setDetail(pressureBasis(oa, ob))
-		return admitSelected(p.limits, b, ob, &req, TypePowerOfTwo)
+		return admitSelected(p.limits, b, ob, &req, config.PolicyPowerOfTwo)
 	}
 	req.Trace.note(b, ob, "", "sampled")
 	req.Trace.setDetail(pressureBasis(oa, ob))
-	return admitSelected(p.limits, a, oa, &req, TypePowerOfTwo)
+	return admitSelected(p.limits, a, oa, &req, config.PolicyPowerOfTwo)
 }
 
 // pressureBasis says which measure a pairwise comparison used, for explain output.

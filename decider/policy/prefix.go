@@ -25,52 +25,54 @@ type Namespace struct {
 	CacheSalt string
 }
 
-// PrefixSource answers prefix lookups for cache-aware policies: the local KV index, or a remote
-// indexer. It returns the deepest match per engine in namespace ns, appended to out.
+// PrefixSource answers prefix lookups for cache-aware policies; LocalIndex, the local KV index,
+// is the one implementation. It returns the deepest match per engine in namespace ns, appended
+// to out.
 //
-// An unreachable or timed-out backend returns an error wrapping ErrPrefixUnavailable (the policy
+// An unreachable or timed-out backend returns an error wrapping errPrefixUnavailable (the policy
 // treats it as a miss and reports it as unavailable); any other error is a rejected query and
 // stops routing.
 type PrefixSource interface {
 	LookupPrefix(ctx context.Context, ns Namespace, tokenIDs []uint32, out []PrefixMatch) ([]PrefixMatch, error)
 }
 
-// ErrPrefixUnavailable marks a prefix backend that could not answer.
-var ErrPrefixUnavailable = errors.New("prefix index unavailable")
+// errPrefixUnavailable marks a prefix backend that could not answer.
+var errPrefixUnavailable = errors.New("prefix index unavailable")
 
-// PrefixStatus says what a memoised lookup found.
+// PrefixStatus says what a memoised lookup found; 0 when nothing was looked up. Explain output
+// reads it through String.
 type PrefixStatus uint8
 
 const (
-	// PrefixNoTokens: the request carried no token ids; nothing was looked up.
-	PrefixNoTokens PrefixStatus = iota + 1
-	// PrefixHit: at least one engine holds part of the prefix.
-	PrefixHit
-	// PrefixMiss: the index answered and no engine holds any of it.
-	PrefixMiss
-	// PrefixUnavailable: the backend could not answer; treated as a miss.
-	PrefixUnavailable
+	// prefixNoTokens: the request carried no token ids; nothing was looked up.
+	prefixNoTokens PrefixStatus = iota + 1
+	// prefixHit: at least one engine holds part of the prefix.
+	prefixHit
+	// prefixMiss: the index answered and no engine holds any of it.
+	prefixMiss
+	// prefixUnavailable: the backend could not answer; treated as a miss.
+	prefixUnavailable
 )
 
 func (s PrefixStatus) String() string {
 	switch s {
-	case PrefixNoTokens:
+	case prefixNoTokens:
 		return "no_tokens"
-	case PrefixHit:
+	case prefixHit:
 		return "hit"
-	case PrefixMiss:
+	case prefixMiss:
 		return "miss"
-	case PrefixUnavailable:
+	case prefixUnavailable:
 		return "unavailable"
 	}
 	return "unknown"
 }
 
-// PrefixResult is one memoised lookup.
-type PrefixResult struct {
+// prefixResult is one memoised lookup.
+type prefixResult struct {
 	Status  PrefixStatus
 	Matches []PrefixMatch
-	Err     error // the backend error behind PrefixUnavailable
+	Err     error // the backend error behind prefixUnavailable
 }
 
 // PrefixMemo shares one prefix lookup per source across every bucket and group attempt of one
@@ -79,21 +81,19 @@ type PrefixResult struct {
 type PrefixMemo struct {
 	mu      sync.Mutex
 	entries []memoEntry
-	// Lookups counts the backend calls made through this memo (for tests and explain).
-	Lookups int
 }
 
 type memoEntry struct {
 	source PrefixSource
-	res    PrefixResult
+	res    prefixResult
 	err    error
 }
 
-// Lookup returns the memoised result for source, querying it on first use. Every call of one
+// lookup returns the memoised result for source, querying it on first use. Every call of one
 // memo must pass the same namespace and token ids (one Decide call has one of each).
-func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (PrefixResult, error) {
+func (m *PrefixMemo) lookup(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (prefixResult, error) {
 	if len(tokenIDs) == 0 {
-		return PrefixResult{Status: PrefixNoTokens}, nil
+		return prefixResult{Status: prefixNoTokens}, nil
 	}
 	if m == nil {
 		return lookupOnce(ctx, source, ns, tokenIDs)
@@ -106,20 +106,19 @@ func (m *PrefixMemo) Lookup(ctx context.Context, source PrefixSource, ns Namespa
 		}
 	}
 	res, err := lookupOnce(ctx, source, ns, tokenIDs)
-	m.Lookups++
 	m.entries = append(m.entries, memoEntry{source: source, res: res, err: err})
 	return res, err
 }
 
-func lookupOnce(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (PrefixResult, error) {
+func lookupOnce(ctx context.Context, source PrefixSource, ns Namespace, tokenIDs []uint32) (prefixResult, error) {
 	matches, err := source.LookupPrefix(ctx, ns, tokenIDs, nil)
 	switch {
-	case errors.Is(err, ErrPrefixUnavailable):
-		return PrefixResult{Status: PrefixUnavailable, Err: err}, nil
+	case errors.Is(err, errPrefixUnavailable):
+		return prefixResult{Status: prefixUnavailable, Err: err}, nil
 	case err != nil:
-		return PrefixResult{}, err
+		return prefixResult{}, err
 	case len(matches) == 0:
-		return PrefixResult{Status: PrefixMiss}, nil
+		return prefixResult{Status: prefixMiss}, nil
 	}
-	return PrefixResult{Status: PrefixHit, Matches: matches}, nil
+	return prefixResult{Status: prefixHit, Matches: matches}, nil
 }

@@ -5,27 +5,28 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// Random chooses uniformly among the candidates, then checks admission on its choice.
-type Random struct {
+// random chooses uniformly among the candidates, then checks admission on its choice.
+type random struct {
 	deps   Deps
 	limits admission.Limits
 }
 
-var _ Policy = (*Random)(nil)
+var _ Policy = (*random)(nil)
 
-// NewRandom returns a uniform random policy with the given admission caps.
-func NewRandom(deps Deps, limits admission.Limits) *Random {
-	return &Random{deps: deps, limits: limits}
+// newRandom returns a uniform random policy with the given admission caps.
+func newRandom(deps Deps, limits admission.Limits) *random {
+	return &random{deps: deps, limits: limits}
 }
 
 // Name implements Policy.
-func (p *Random) Name() string { return TypeRandom }
+func (p *random) Name() string { return config.PolicyRandom }
 
 // Pick implements Policy.
-func (p *Random) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *random) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
@@ -34,5 +35,5 @@ func (p *Random) Pick(_ context.Context, engines []*registry.Engine, req Request
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRandom)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRandom)
 }

@@ -5,29 +5,30 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// RoundRobin rotates over the candidates with a cursor owned by this instance (one cursor per
+// roundRobin rotates over the candidates with a cursor owned by this instance (one cursor per
 // role-group policy), then checks admission on the engine it landed on.
-type RoundRobin struct {
+type roundRobin struct {
 	deps   Deps
 	limits admission.Limits
 	cursor atomic.Uint64
 }
 
-var _ Policy = (*RoundRobin)(nil)
+var _ Policy = (*roundRobin)(nil)
 
-// NewRoundRobin returns a round-robin policy with the given admission caps.
-func NewRoundRobin(deps Deps, limits admission.Limits) *RoundRobin {
-	return &RoundRobin{deps: deps, limits: limits}
+// newRoundRobin returns a round-robin policy with the given admission caps.
+func newRoundRobin(deps Deps, limits admission.Limits) *roundRobin {
+	return &roundRobin{deps: deps, limits: limits}
 }
 
 // Name implements Policy.
-func (p *RoundRobin) Name() string { return TypeRoundRobin }
+func (p *roundRobin) Name() string { return config.PolicyRoundRobin }
 
 // Pick implements Policy.
-func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+func (p *roundRobin) Pick(_ context.Context, engines []*registry.Engine, req Request) (Pick, error) {
 	n := uint64(len(engines))
 	if n == 0 {
 		return Pick{}, ErrNoCandidates
@@ -37,5 +38,5 @@ func (p *RoundRobin) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, TypeRoundRobin)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRoundRobin)
 }

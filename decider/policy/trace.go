@@ -51,11 +51,11 @@ func (t *Trace) note(w *registry.Engine, o observation, rejection, note string) 
 
 // noteHolder appends a prefix holder with its matched and uncached tokens; rc, when set, flags
 // holders whose residency is uncertain.
-func (t *Trace) noteHolder(h holder, input int64, rejection, note string, rc ResidencyChecker) {
+func (t *Trace) noteHolder(h holder, input int64, rejection, note string, rc residencyChecker) {
 	if t == nil {
 		return
 	}
-	if rc != nil && rc.ResidencyUncertain(h.w.ID) {
+	if rc != nil && rc.residencyUncertain(h.w.ID) {
 		note += ", residency uncertain (KV event gap)"
 	}
 	t.note(h.w, h.o, rejection, note)

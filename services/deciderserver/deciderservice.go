@@ -33,7 +33,7 @@ type deciderService struct {
 
 func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
 	start := time.Now()
-	req := decider.Request{
+	req := policy.Request{
 		Model:            in.GetModel(),
 		InputTokens:      in.GetInputTokens(),
 		TokenIDs:         in.GetTokenIds(),
@@ -125,7 +125,7 @@ func roleToProto(r registry.Role) sluicev1.Role {
 	return sluicev1.Role_ROLE_UNSPECIFIED
 }
 
-func enginePick(p decider.EnginePick) *sluicev1.EnginePick {
+func enginePick(p policy.Pick) *sluicev1.EnginePick {
 	w := p.Engine
 	return &sluicev1.EnginePick{EngineId: w.ID, Url: w.URL, Reason: p.Reason, BootstrapPort: w.BootstrapPort, Role: roleToProto(w.Role)}
 }

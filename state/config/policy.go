@@ -2,7 +2,8 @@ package config
 
 import "time"
 
-// Policy types accepted in PolicySpec.Type.
+// Policy types accepted in PolicySpec.Type. This is the one list of policy
+// names: decider/policy builds and names its policies with these constants.
 const (
 	PolicyRoundRobin   = "round_robin"
 	PolicyRandom       = "random"
