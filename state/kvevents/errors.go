@@ -40,7 +40,3 @@ func (e *Error) Error() string {
 
 // Is makes every *Error match ErrDecode.
 func (e *Error) Is(target error) bool { return target == ErrDecode }
-
-func errf(kind ErrorKind, format string, args ...any) *Error {
-	return &Error{Kind: kind, Event: -1, Detail: fmt.Sprintf(format, args...)}
-}

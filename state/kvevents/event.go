@@ -1,12 +1,11 @@
 // Package kvevents defines the KV-cache events that inference engines publish
 // (blocks stored, blocks removed, everything cleared) in a form free of any
-// wire format, and decodes the engines' own msgpack batches (vLLM and SGLang,
-// every layout listed in spec/WIRE.md) into it.
+// wire format, and the limits a decoded batch must stay within.
 //
-// The index (state/kvindex) consumes these types; the ingestion service picks
-// a decoder by record header and never hands wire bytes further in. The
-// rules the layers follow (KV-cache groups, namespaces, tiers, size bounds,
-// seq/epoch) are in docs/kv-events.md.
+// The wire decoders (sluice protobuf and the engines' own msgpack batches)
+// are in components/kvwire; the index (state/kvindex) consumes these types.
+// The rules the layers follow (KV-cache groups, namespaces, tiers, size
+// bounds, seq/epoch) are in docs/kv-events.md.
 package kvevents
 
 import "time"

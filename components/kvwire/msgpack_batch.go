@@ -1,86 +1,31 @@
-package kvevents
+package kvwire
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/state/kvevents"
 )
-
-// Limits bounds what one batch may contain; anything larger is rejected as
-// KindAbsurdSize before memory is committed to it.
-//
-// The payload bound is what bounds memory: every hash and token id takes at
-// least one payload byte, and the decoder keeps 8 bytes per hash and 4 per
-// token, so one Decode holds at most about 12 × MaxPayloadBytes of arrays
-// (the Kafka record, and the fetch size, bound the payload before that).
-// The per-event counts only catch nonsense; they sit far above real events:
-// SGLang with page size 1 sends a long prompt as one event with one hash
-// per token (docs/kv-events.md).
-type Limits struct {
-	// MaxPayloadBytes bounds the whole msgpack payload.
-	MaxPayloadBytes int
-	// MaxEventsPerBatch bounds the number of events in one batch.
-	MaxEventsPerBatch int
-	// MaxHashesPerEvent bounds the blocks one event may report.
-	MaxHashesPerEvent int
-	// MaxTokensPerEvent bounds the token ids one BlockStored may carry.
-	MaxTokensPerEvent int
-}
-
-// DefaultMaxPayloadBytes is DefaultLimits' payload bound: 16 MiB, the
-// ingestion service's default fetch size.
-const DefaultMaxPayloadBytes = 16 << 20
-
-// DefaultLimits returns limits far above anything a real engine sends: a
-// page-size-1 prompt of 4M tokens fits (as far as the payload bound allows).
-func DefaultLimits() Limits {
-	return Limits{
-		MaxPayloadBytes:   DefaultMaxPayloadBytes,
-		MaxEventsPerBatch: 100_000,
-		MaxHashesPerEvent: 1 << 22,
-		MaxTokensPerEvent: 1 << 22,
-	}
-}
-
-// Validate reports a limit that is not positive.
-func (l Limits) Validate() error {
-	var errs []error
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"MaxPayloadBytes", l.MaxPayloadBytes},
-		{"MaxEventsPerBatch", l.MaxEventsPerBatch},
-		{"MaxHashesPerEvent", l.MaxHashesPerEvent},
-		{"MaxTokensPerEvent", l.MaxTokensPerEvent},
-	} {
-		if f.v <= 0 {
-			errs = append(errs, fmt.Errorf("kvevents.Limits.%s = %d: must be positive (DefaultLimits has sane values)", f.name, f.v))
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // Decoder decodes engine msgpack batches under a set of Limits. It holds no
 // mutable state and is safe for concurrent use.
 type Decoder struct {
-	limits Limits
+	limits kvevents.Limits
 }
 
 // NewDecoder returns a decoder enforcing l.
-func NewDecoder(l Limits) (*Decoder, error) {
+func NewDecoder(l kvevents.Limits) (*Decoder, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	return &Decoder{limits: l}, nil
 }
 
-var defaultDecoder = &Decoder{limits: DefaultLimits()}
+var defaultDecoder = &Decoder{limits: kvevents.DefaultLimits()}
 
 // DecodeMsgpack decodes one vLLM or SGLang KV-event batch under
-// DefaultLimits. See Decoder.Decode.
-func DecodeMsgpack(payload []byte) (Batch, error) { return defaultDecoder.Decode(payload) }
+// kvevents.DefaultLimits. See Decoder.Decode.
+func DecodeMsgpack(payload []byte) (kvevents.Batch, error) { return defaultDecoder.Decode(payload) }
 
 // Decode decodes one KV-event batch as vLLM and SGLang publish it: an array
 // [ts, events, dp_rank?] or a map {ts, events, data_parallel_rank}; each
@@ -89,9 +34,9 @@ func DecodeMsgpack(payload []byte) (Batch, error) { return defaultDecoder.Decode
 // 8 bytes, big-endian).
 //
 // Error policy: a payload that is not well-formed msgpack of the batch shape
-// returns a *Error (Event -1) and no events. An event that is well-formed
+// returns a *kvevents.Error (Event -1) and no events. An event that is well-formed
 // msgpack but invalid (unknown tag, bad hash, token count that does not
-// match block_size × hashes, size beyond Limits, …) is skipped and reported
+// match block_size × hashes, size beyond the limits, …) is skipped and reported
 // in Batch.Skipped; the other events are returned and should be applied, so
 // one bad event never discards its neighbours.
 //
@@ -104,37 +49,37 @@ func DecodeMsgpack(payload []byte) (Batch, error) { return defaultDecoder.Decode
 // (t[i], t[i+1]), so the first elements are exactly the token sequence the
 // request side hashes; the event is marked Lookahead, as is a vLLM event
 // with lookahead_token_ids. See docs/kv-events.md.
-func (d *Decoder) Decode(payload []byte) (Batch, error) {
+func (d *Decoder) Decode(payload []byte) (kvevents.Batch, error) {
 	if len(payload) > d.limits.MaxPayloadBytes {
-		return Batch{}, errf(KindAbsurdSize, "payload of %d bytes exceeds %d", len(payload), d.limits.MaxPayloadBytes)
+		return kvevents.Batch{}, errf(kvevents.KindAbsurdSize, "payload of %d bytes exceeds %d", len(payload), d.limits.MaxPayloadBytes)
 	}
 	st := decodeState{lim: &d.limits, r: reader{b: payload}}
 	if err := st.batch(); err != nil {
-		return Batch{}, err
+		return kvevents.Batch{}, err
 	}
 	if st.r.left() != 0 {
-		return Batch{}, st.r.malformed("trailing bytes after batch")
+		return kvevents.Batch{}, st.r.malformed("trailing bytes after batch")
 	}
 	st.finish()
 	return st.out, nil
 }
 
 type decodeState struct {
-	lim *Limits
+	lim *kvevents.Limits
 	r   reader
-	out Batch
+	out kvevents.Batch
 
 	hashes  []uint64
 	tokens  []uint32
-	stored  []BlockStored
-	removed []BlockRemoved
+	stored  []kvevents.BlockStored
+	removed []kvevents.BlockRemoved
 	spans   []span // per stored/removed entry, indexes into hashes/tokens
-	kinds   []Kind
+	kinds   []kvevents.Kind
 }
 
 type span struct{ h0, h1, t0, t1 int }
 
-func (st *decodeState) batch() *Error {
+func (st *decodeState) batch() *kvevents.Error {
 	r := &st.r
 	var haveTS, haveEvents bool
 	switch {
@@ -198,7 +143,7 @@ func (st *decodeState) batch() *Error {
 	}
 }
 
-func (st *decodeState) ts() *Error {
+func (st *decodeState) ts() *kvevents.Error {
 	if st.r.isNil() {
 		return nil
 	}
@@ -207,7 +152,7 @@ func (st *decodeState) ts() *Error {
 		return st.r.malformed("ts is not a number")
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1<<40 {
-		return errf(KindBadField, "ts %v out of range", f)
+		return errf(kvevents.KindBadField, "ts %v out of range", f)
 	}
 	// A float64 of Unix seconds carries about 0.2 µs of precision today;
 	// round to whole microseconds so equal inputs give tidy, equal times.
@@ -216,7 +161,7 @@ func (st *decodeState) ts() *Error {
 	return nil
 }
 
-func (st *decodeState) rank() *Error {
+func (st *decodeState) rank() *kvevents.Error {
 	r := &st.r
 	if r.isNil() {
 		st.out.HasRank = false
@@ -227,22 +172,22 @@ func (st *decodeState) rank() *Error {
 		return r.malformed("dp_rank is not an integer")
 	}
 	if neg || v > math.MaxInt32 {
-		return errf(KindBadField, "dp_rank %d out of range", int64(v))
+		return errf(kvevents.KindBadField, "dp_rank %d out of range", int64(v))
 	}
 	st.out.DPRank, st.out.HasRank = int32(v), true
 	return nil
 }
 
-func (st *decodeState) events() *Error {
+func (st *decodeState) events() *kvevents.Error {
 	r := &st.r
 	n, err := r.arrayLen()
 	if err != nil {
 		return err
 	}
 	if n > st.lim.MaxEventsPerBatch {
-		return errf(KindAbsurdSize, "%d events exceed %d per batch", n, st.lim.MaxEventsPerBatch)
+		return errf(kvevents.KindAbsurdSize, "%d events exceed %d per batch", n, st.lim.MaxEventsPerBatch)
 	}
-	st.kinds = make([]Kind, 0, n)
+	st.kinds = make([]kvevents.Kind, 0, n)
 	for i := 0; i < n; i++ {
 		start := r.off
 		if err := r.skip(); err != nil {
@@ -265,12 +210,12 @@ func (st *decodeState) finish() {
 	if len(st.kinds) == 0 {
 		return
 	}
-	st.out.Events = make([]Event, len(st.kinds))
+	st.out.Events = make([]kvevents.Event, len(st.kinds))
 	si, ri, sp := 0, 0, 0
 	for i, k := range st.kinds {
-		ev := Event{Kind: k}
+		ev := kvevents.Event{Kind: k}
 		switch k {
-		case KindBlockStored:
+		case kvevents.KindBlockStored:
 			s := &st.stored[si]
 			p := st.spans[sp]
 			s.BlockHashes = st.hashes[p.h0:p.h1:p.h1]
@@ -280,7 +225,7 @@ func (st *decodeState) finish() {
 			ev.Stored = s
 			si++
 			sp++
-		case KindBlockRemoved:
+		case kvevents.KindBlockRemoved:
 			rm := &st.removed[ri]
 			p := st.spans[sp]
 			rm.BlockHashes = st.hashes[p.h0:p.h1:p.h1]

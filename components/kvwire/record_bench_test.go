@@ -1,11 +1,9 @@
-package ingest
+package kvwire
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
@@ -19,7 +17,7 @@ func BenchmarkDecodeKVRecord(b *testing.B) {
 	var events []map[string]any
 	for i := range 16 {
 		hashes := []uint64{uint64(i)<<32 | 1<<63, uint64(i)<<32 | 2, uint64(i)<<32 | 3, uint64(i)<<32 | 4}
-		toks := span(i*64, 64)
+		toks := seq(uint32(i*64), 64)
 		pb.Events = append(pb.Events, &sluicev1.KvEvent{Event: &sluicev1.KvEvent_BlockStored{BlockStored: &sluicev1.BlockStored{
 			BlockHashes: hashes, TokenIds: toks, BlockSize: 16, Medium: sluicev1.Medium_MEDIUM_GPU}}})
 		ev := vllmStored(hashes, nil, toks, 0)
@@ -31,14 +29,7 @@ func BenchmarkDecodeKVRecord(b *testing.B) {
 	}
 	// Sorted keys, so that every run decodes the same bytes ("type" is not
 	// first, which the decoder handles with a second pass over the map).
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	enc.SetSortMapKeys(true)
-	if err := enc.Encode([]any{1789095808.8378847, events, 0}); err != nil {
-		b.Fatal(err)
-	}
-	mp := buf.Bytes()
+	mp := mpBatch(b, events...)
 	hdr := func(kv ...string) []kafka.Header {
 		var h []kafka.Header
 		for i := 0; i < len(kv); i += 2 {
@@ -58,9 +49,9 @@ func BenchmarkDecodeKVRecord(b *testing.B) {
 			b.SetBytes(int64(len(tc.msg.Value)))
 			b.ReportAllocs()
 			for b.Loop() {
-				rec, rerr := decodeKVRecord(&tc.msg, FormatProto)
-				if rerr != nil || len(rec.batch.Events) != 16 || len(rec.batch.Skipped) != 0 {
-					b.Fatalf("decode: %v, %d events, skipped %v", rerr, len(rec.batch.Events), rec.batch.Skipped)
+				rec, rerr := DecodeRecord(&tc.msg, FormatProto)
+				if rerr != nil || len(rec.Batch.Events) != 16 || len(rec.Batch.Skipped) != 0 {
+					b.Fatalf("decode: %v, %d events, skipped %v", rerr, len(rec.Batch.Events), rec.Batch.Skipped)
 				}
 			}
 			b.ReportMetric(float64(b.N)*64/b.Elapsed().Seconds(), "blocks/s")
