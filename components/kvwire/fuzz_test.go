@@ -18,7 +18,7 @@ func FuzzDecodeKVProto(f *testing.F) {
 	}
 	f.Add([]byte(""), []byte{0x4a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		rec, err := decodeProtoRecord(key, value)
+		rec, err := defaultDecoder.protoRecord(key, value)
 		if err != nil {
 			return
 		}
@@ -26,7 +26,7 @@ func FuzzDecodeKVProto(f *testing.F) {
 			t.Fatalf("accepted record without engine or with rank %d", rec.Rank)
 		}
 		for _, ev := range rec.Batch.Events {
-			if s := ev.Stored; s != nil && len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes) {
+			if s := ev.Stored; s != nil && (!s.Canonical() || len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes)) {
 				t.Fatalf("accepted BlockStored with %d tokens for %d blocks of %d", len(s.TokenIDs), len(s.BlockHashes), s.BlockSize)
 			}
 		}

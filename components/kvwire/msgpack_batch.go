@@ -7,53 +7,42 @@ import (
 	"github.com/sluicehq/sluice/state/kvevents"
 )
 
-// Decoder decodes engine msgpack batches under a set of Limits. It holds no
-// mutable state and is safe for concurrent use.
-type Decoder struct {
-	limits kvevents.Limits
-}
-
-// NewDecoder returns a decoder enforcing l.
-func NewDecoder(l kvevents.Limits) (*Decoder, error) {
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
-	return &Decoder{limits: l}, nil
-}
-
-var defaultDecoder = &Decoder{limits: kvevents.DefaultLimits()}
-
 // DecodeMsgpack decodes one vLLM or SGLang KV-event batch under
-// kvevents.DefaultLimits. See Decoder.Decode.
-func DecodeMsgpack(payload []byte) (kvevents.Batch, error) { return defaultDecoder.Decode(payload) }
-
-// Decode decodes one KV-event batch as vLLM and SGLang publish it: an array
-// [ts, events, dp_rank?] or a map {ts, events, data_parallel_rank}; each
-// event a tagged positional array (trailing defaults may be omitted) or a
-// map with a "type" key; hashes as int64 (cast bitwise), uint64 or bin (last
-// 8 bytes, big-endian).
+// kvevents.DefaultLimits; a failure is a *kvevents.Error.
+//
+// The batch is an array [ts, events, dp_rank?] or a map {ts, events,
+// data_parallel_rank}; each event a tagged positional array (trailing
+// defaults may be omitted) or a map with a "type" key; hashes as int64 (cast
+// bitwise), uint64 or bin (last 8 bytes, big-endian).
 //
 // Error policy: a payload that is not well-formed msgpack of the batch shape
-// returns a *kvevents.Error (Event -1) and no events. An event that is well-formed
-// msgpack but invalid (unknown tag, bad hash, token count that does not
-// match block_size × hashes, size beyond the limits, …) is skipped and reported
-// in Batch.Skipped; the other events are returned and should be applied, so
-// one bad event never discards its neighbours.
+// returns a *kvevents.Error (Event -1) and no events. An event that is
+// well-formed msgpack but invalid (unknown tag, bad hash, or one that breaks
+// a rule of kvevents.Limits.CheckStored or CheckRemoved) is skipped and
+// reported in Batch.Skipped; the other events are returned and should be
+// applied, so one bad event never discards its neighbours.
 //
 // Events of every KV-cache group are returned with their Group and
 // GroupKind: the index, not the decoder, decides which groups it keeps, so
-// that it can learn which groups never describe a prefix. A group event
-// whose token count does not line up (a sliding-window group skipping null
-// blocks) is returned as Sparse, not as an error. SGLang EAGLE token pairs
-// [a, b] contribute their first element: the pairs are overlapping bigrams
-// (t[i], t[i+1]), so the first elements are exactly the token sequence the
-// request side hashes; the event is marked Lookahead, as is a vLLM event
-// with lookahead_token_ids. See docs/kv-events.md.
-func (d *Decoder) Decode(payload []byte) (kvevents.Batch, error) {
-	if len(payload) > d.limits.MaxPayloadBytes {
-		return kvevents.Batch{}, errf(kvevents.KindAbsurdSize, "payload of %d bytes exceeds %d", len(payload), d.limits.MaxPayloadBytes)
+// that it can learn which groups never describe a prefix. SGLang EAGLE token
+// pairs [a, b] contribute their first element: the pairs are overlapping
+// bigrams (t[i], t[i+1]), so the first elements are exactly the token
+// sequence the request side hashes; the event is marked Lookahead, as is a
+// vLLM event with lookahead_token_ids. See docs/kv-events.md.
+func DecodeMsgpack(payload []byte) (kvevents.Batch, error) {
+	b, err := defaultDecoder.msgpack(payload)
+	if err != nil {
+		return b, err
 	}
-	st := decodeState{lim: &d.limits, r: reader{b: payload}}
+	return b, nil
+}
+
+// msgpack decodes one engine batch; see DecodeMsgpack.
+func (d *decoder) msgpack(payload []byte) (kvevents.Batch, *kvevents.Error) {
+	if err := d.lim.CheckPayload(len(payload)); err != nil {
+		return kvevents.Batch{}, err
+	}
+	st := decodeState{lim: &d.lim, r: reader{b: payload}}
 	if err := st.batch(); err != nil {
 		return kvevents.Batch{}, err
 	}
@@ -184,8 +173,8 @@ func (st *decodeState) events() *kvevents.Error {
 	if err != nil {
 		return err
 	}
-	if n > st.lim.MaxEventsPerBatch {
-		return errf(kvevents.KindAbsurdSize, "%d events exceed %d per batch", n, st.lim.MaxEventsPerBatch)
+	if err := st.lim.CheckEvents(n); err != nil {
+		return err
 	}
 	st.kinds = make([]kvevents.Kind, 0, n)
 	for i := 0; i < n; i++ {

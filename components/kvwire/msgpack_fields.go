@@ -164,7 +164,12 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 		if !f.hasHashes {
 			return errf(kvevents.KindBadField, "BlockRemoved without block_hashes")
 		}
-		st.removed = append(st.removed, kvevents.BlockRemoved{Medium: f.medium, AllTiers: !f.hasMedium, Group: f.group})
+		rm := kvevents.BlockRemoved{BlockHashes: st.hashes[f.h0:f.h1], Medium: f.medium, AllTiers: !f.hasMedium, Group: f.group}
+		if err := st.lim.CheckRemoved(&rm); err != nil {
+			return err
+		}
+		rm.BlockHashes = nil // finish points it into the arena once it stops moving
+		st.removed = append(st.removed, rm)
 		st.spans = append(st.spans, span{h0: f.h0, h1: f.h1})
 		st.kinds = append(st.kinds, kvevents.KindBlockRemoved)
 	default:
@@ -177,53 +182,40 @@ func (st *decodeState) finishStored(f *evFields) *kvevents.Error {
 	if !f.hasHashes || !f.hasTokens || !f.hasBlockSize {
 		return errf(kvevents.KindBadField, "BlockStored lacks block_hashes, token_ids or block_size")
 	}
-	nh, nt := f.h1-f.h0, f.t1-f.t0
-	if nh == 0 {
-		return errf(kvevents.KindBadField, "BlockStored with no block hashes")
+	s := kvevents.BlockStored{
+		BlockHashes: st.hashes[f.h0:f.h1],
+		TokenIDs:    st.tokens[f.t0:f.t1],
+		BlockSize:   int(f.blockSize),
+		ExtraKeys:   f.extra,
+		GroupKind:   f.kind,
 	}
-	if f.blockSize <= 0 || f.blockSize > int64(st.lim.MaxTokensPerEvent) {
-		return errf(kvevents.KindBadField, "block_size %d out of range", f.blockSize)
+	if err := st.lim.CheckStored(&s, f.hasGroup); err != nil {
+		return err
 	}
-	bs := int(f.blockSize)
-	sparse := false
-	switch {
-	case nt == bs*nh:
-	case nh == 1 && nt > 0 && nt < bs:
-		// SGLang short last page reported with the full page size (never
-		// read as sparse: a group skipping null blocks has more tokens
-		// than its hashes cover, not fewer).
-		bs = nt
-	case f.hasGroup || !f.kind.PrefixGroup():
-		// A group that skipped (null) blocks: valid, but not a prefix.
-		sparse = true
+	if s.Sparse {
 		f.t1 = f.t0
 		st.tokens = st.tokens[:f.t0]
-	default:
-		return errf(kvevents.KindTokenCountMismatch, "%d token ids for %d blocks of %d", nt, nh, bs)
-	}
-	if f.extra != nil && len(f.extra) != nh {
-		return errf(kvevents.KindBadField, "%d extra_keys entries for %d blocks", len(f.extra), nh)
 	}
 	lora := string(f.loraName)
 	if lora == "" && f.hasLoRAID {
 		lora = "#" + strconv.FormatInt(f.loraID, 10)
 	}
 	salt := string(f.salt)
-	extra := f.extra
+	extra := s.ExtraKeys
 	if extra != nil {
 		extra, salt = namespaceExtraKeys(extra, f, salt)
 	}
 	st.stored = append(st.stored, kvevents.BlockStored{
 		ParentHash: f.parent,
 		HasParent:  f.hasParent,
-		BlockSize:  bs,
+		BlockSize:  s.BlockSize,
 		LoRAName:   lora,
 		Medium:     f.medium,
 		ExtraKeys:  extra,
 		CacheSalt:  salt,
 		Group:      f.group,
 		GroupKind:  f.kind,
-		Sparse:     sparse,
+		Sparse:     s.Sparse,
 		Lookahead:  f.lookahead,
 	})
 	st.spans = append(st.spans, span{h0: f.h0, h1: f.h1, t0: f.t0, t1: f.t1})
@@ -238,8 +230,8 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if err != nil {
 			return errf(kvevents.KindBadField, "block_hashes is not an array")
 		}
-		if n > st.lim.MaxHashesPerEvent {
-			return errf(kvevents.KindAbsurdSize, "%d block hashes exceed %d", n, st.lim.MaxHashesPerEvent)
+		if err := st.lim.CheckHashes(n); err != nil {
+			return err
 		}
 		f.h0 = len(st.hashes)
 		for i := 0; i < n; i++ {
@@ -264,8 +256,8 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if err != nil {
 			return errf(kvevents.KindBadField, "token_ids is not an array")
 		}
-		if n > st.lim.MaxTokensPerEvent {
-			return errf(kvevents.KindAbsurdSize, "%d token ids exceed %d", n, st.lim.MaxTokensPerEvent)
+		if err := st.lim.CheckTokens(n); err != nil {
+			return err
 		}
 		f.t0 = len(st.tokens)
 		for i := 0; i < n; i++ {

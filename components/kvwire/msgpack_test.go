@@ -1,7 +1,6 @@
 package kvwire
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -267,15 +266,12 @@ func TestDecodeGolden(t *testing.T) {
 }
 
 func TestDecodeBatchErrors(t *testing.T) {
-	small, err := NewDecoder(kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 2, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
+	small := &decoder{lim: kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 2, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32}}
 	good := encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}}, 0})
 	tests := []struct {
 		name    string
 		payload []byte
-		dec     *Decoder
+		dec     *decoder
 		want    kvevents.ErrorKind
 	}{
 		{name: "empty", payload: nil, want: kvevents.KindMalformed},
@@ -297,13 +293,12 @@ func TestDecodeBatchErrors(t *testing.T) {
 			if dec == nil {
 				dec = defaultDecoder
 			}
-			b, err := dec.Decode(tc.payload)
-			var de *kvevents.Error
-			if !errors.As(err, &de) || !errors.Is(err, kvevents.ErrDecode) {
-				t.Fatalf("Decode() = %+v, %v; want a *kvevents.Error of kind %s", b, err, tc.want)
+			b, de := dec.msgpack(tc.payload)
+			if de == nil {
+				t.Fatalf("Decode() = %+v, nil; want a *kvevents.Error of kind %s", b, tc.want)
 			}
 			if de.Kind != tc.want || de.Event != -1 {
-				t.Errorf("Decode() error kind %s event %d, want %s event -1 (%v)", de.Kind, de.Event, tc.want, err)
+				t.Errorf("Decode() error kind %s event %d, want %s event -1 (%v)", de.Kind, de.Event, tc.want, de)
 			}
 			if len(b.Events) != 0 {
 				t.Errorf("Decode() returned %d events with a batch error", len(b.Events))
@@ -313,16 +308,13 @@ func TestDecodeBatchErrors(t *testing.T) {
 }
 
 func TestDecodeEventLimits(t *testing.T) {
-	dec, err := NewDecoder(kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 10, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := &decoder{lim: kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 10, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32}}
 	payload := encode(t, []any{tsFloat, []any{
 		[]any{"BlockStored", []uint64{1, 2, 3}, nil, seq(0, 3), 1},
 		[]any{"BlockStored", []uint64{1}, nil, seq(0, 33), 33},
 		[]any{"BlockStored", []uint64{1, 2}, nil, seq(0, 32), 16},
 	}})
-	b, err := dec.Decode(payload)
+	b, err := dec.msgpack(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +374,9 @@ func FuzzDecodeMsgpack(f *testing.F) {
 				}
 				if s.ExtraKeys != nil && len(s.ExtraKeys) != len(s.BlockHashes) {
 					t.Fatalf("event %d: %d extra keys for %d hashes", i, len(s.ExtraKeys), len(s.BlockHashes))
+				}
+				if !s.Canonical() {
+					t.Fatalf("event %d: not Canonical: %+v", i, s)
 				}
 			case kvevents.KindBlockRemoved:
 				if ev.Removed == nil {

@@ -1,7 +1,6 @@
 package kvwire
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -68,9 +67,21 @@ func errf(kind kvevents.ErrorKind, format string, args ...any) *kvevents.Error {
 	return &kvevents.Error{Kind: kind, Event: -1, Detail: fmt.Sprintf(format, args...)}
 }
 
-// DecodeRecord decodes msg by its format header. defaultFormat applies when
-// the header is absent.
+// decoder decodes records under one set of limits, the same for every
+// format. It holds no mutable state and is safe for concurrent use.
+type decoder struct {
+	lim kvevents.Limits
+}
+
+var defaultDecoder = &decoder{lim: kvevents.DefaultLimits()}
+
+// DecodeRecord decodes msg by its format header under
+// kvevents.DefaultLimits. defaultFormat applies when the header is absent.
 func DecodeRecord(msg *kafka.Message, defaultFormat string) (Record, *RecordError) {
+	return defaultDecoder.record(msg, defaultFormat)
+}
+
+func (d *decoder) record(msg *kafka.Message, defaultFormat string) (Record, *RecordError) {
 	format := defaultFormat
 	var h headers
 	for _, hd := range msg.Headers {
@@ -81,9 +92,9 @@ func DecodeRecord(msg *kafka.Message, defaultFormat string) (Record, *RecordErro
 	}
 	switch format {
 	case FormatProto, "":
-		return decodeProtoRecord(msg.Key, msg.Value)
+		return d.protoRecord(msg.Key, msg.Value)
 	case FormatVLLMMsgpack, FormatSGLangMsgpack:
-		return decodeMsgpackRecord(msg.Key, msg.Value, &h)
+		return d.msgpackRecord(msg.Key, msg.Value, &h)
 	default:
 		return Record{}, badf("unknown_format", "header %s %q: want %s, %s or %s", HeaderFormat, format, FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack)
 	}
@@ -113,7 +124,7 @@ func (h *headers) set(k string, v []byte) {
 	}
 }
 
-func decodeMsgpackRecord(key, value []byte, h *headers) (Record, *RecordError) {
+func (d *decoder) msgpackRecord(key, value []byte, h *headers) (Record, *RecordError) {
 	if len(key) == 0 {
 		return Record{}, badf("missing_key", "msgpack record without a key: the key must be the engine id")
 	}
@@ -138,14 +149,9 @@ func decodeMsgpackRecord(key, value []byte, h *headers) (Record, *RecordError) {
 	if len(h.model) == 0 {
 		return Record{}, badf("missing_header", "msgpack record of engine %q without header %s", key, HeaderModel)
 	}
-	b, err := DecodeMsgpack(value)
+	b, err := d.msgpack(value)
 	if err != nil {
-		kind := "malformed_msgpack"
-		var de *kvevents.Error
-		if errors.As(err, &de) {
-			kind = string(de.Kind)
-		}
-		return Record{}, &RecordError{Kind: kind, Err: err}
+		return Record{}, &RecordError{Kind: string(err.Kind), Err: err}
 	}
 	rec := Record{Engine: string(key), Epoch: epoch, Seq: seq, FirstSeq: 0, Batch: b,
 		Model: string(h.model), LoRA: string(h.lora), CacheSalt: string(h.salt)}

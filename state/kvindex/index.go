@@ -97,8 +97,9 @@ var (
 	// because its group_idx is 64 or more. Nothing is indexed; callers count
 	// the event as ignored, not as bad. See docs/kv-events.md.
 	ErrGroupNotIndexed = errors.New("kvindex: KV-cache group not indexed")
-	// ErrInvalidEvent: the event is internally inconsistent (token count,
-	// block size); decoders reject these before they get here.
+	// ErrInvalidEvent: the event is not kvevents.BlockStored.Canonical
+	// (token count, block size, extra keys); the decoders' checks
+	// (kvevents.Limits.CheckStored) never let one through.
 	ErrInvalidEvent = errors.New("kvindex: invalid event")
 	// ErrTooManyHolders: more than 65536 (engine, rank) pairs.
 	ErrTooManyHolders = errors.New("kvindex: too many holders")
@@ -335,11 +336,11 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	if g < 0 || g >= maxGroups {
 		return ErrGroupNotIndexed
 	}
-	nb, bs := len(ev.BlockHashes), ev.BlockSize
-	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
-	if nb == 0 || bs <= 0 || (!nonPrefix && len(ev.TokenIDs) != nb*bs) || (ev.ExtraKeys != nil && len(ev.ExtraKeys) != nb) {
+	if !ev.Canonical() {
 		return ErrInvalidEvent
 	}
+	nb, bs := len(ev.BlockHashes), ev.BlockSize
+	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	hi, err := ix.holderFor(h)
