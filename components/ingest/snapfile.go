@@ -113,7 +113,7 @@ func verifyChecksum(f *os.File) error {
 	}
 	size := st.Size()
 	if size < int64(len(snapshotMagic))+4+1+4 {
-		return fmt.Errorf("%w: %d bytes is too short", ErrCorruptSnapshot, size)
+		return fmt.Errorf("%w: %d bytes is too short", errCorruptSnapshot, size)
 	}
 	crc := crc32.New(crcTable)
 	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-4)); err != nil {
@@ -124,7 +124,7 @@ func verifyChecksum(f *os.File) error {
 		return err
 	}
 	if got, want := crc.Sum32(), binary.BigEndian.Uint32(tail[:]); got != want {
-		return fmt.Errorf("%w: checksum %08x, file says %08x", ErrCorruptSnapshot, got, want)
+		return fmt.Errorf("%w: checksum %08x, file says %08x", errCorruptSnapshot, got, want)
 	}
 	return nil
 }
@@ -132,13 +132,13 @@ func verifyChecksum(f *os.File) error {
 func readHeader(r *bufio.Reader) error {
 	var hdr [len(snapshotMagic) + 4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrCorruptSnapshot, err)
+		return fmt.Errorf("%w: header: %w", errCorruptSnapshot, err)
 	}
 	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
-		return fmt.Errorf("%w: not a sluice ingest snapshot", ErrCorruptSnapshot)
+		return fmt.Errorf("%w: not a sluice ingest snapshot", errCorruptSnapshot)
 	}
 	if v := binary.BigEndian.Uint32(hdr[len(snapshotMagic):]); v != snapshotVersion {
-		return fmt.Errorf("%w: version %d, this build reads %d", ErrCorruptSnapshot, v, snapshotVersion)
+		return fmt.Errorf("%w: version %d, this build reads %d", errCorruptSnapshot, v, snapshotVersion)
 	}
 	return nil
 }
@@ -147,14 +147,14 @@ func readHeader(r *bufio.Reader) error {
 func nextSection(r *bufio.Reader) (string, io.Reader, error) {
 	n, err := r.ReadByte()
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", errCorruptSnapshot, err)
 	}
 	if n == 0 {
 		return "", nil, nil
 	}
 	name := make([]byte, n)
 	if _, err := io.ReadFull(r, name); err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", errCorruptSnapshot, err)
 	}
 	return string(name), &chunkReader{r: r}, nil
 }
@@ -173,11 +173,11 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 		}
 		var l [4]byte
 		if _, err := io.ReadFull(c.r, l[:]); err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrCorruptSnapshot, io.ErrUnexpectedEOF)
+			return 0, fmt.Errorf("%w: %w", errCorruptSnapshot, io.ErrUnexpectedEOF)
 		}
 		n := binary.BigEndian.Uint32(l[:])
 		if n > maxChunk {
-			return 0, fmt.Errorf("%w: chunk of %d bytes", ErrCorruptSnapshot, n)
+			return 0, fmt.Errorf("%w: chunk of %d bytes", errCorruptSnapshot, n)
 		}
 		c.left = int(n)
 		c.done = n == 0

@@ -328,21 +328,6 @@ func TestDecodeEventLimits(t *testing.T) {
 	if len(b.Events) != 1 {
 		t.Errorf("Decode() kept %d events, want 1", len(b.Events))
 	}
-	if err := (kvevents.Limits{}).Validate(); err == nil {
-		t.Error("zero Limits validated")
-	}
-}
-
-func TestParseMedium(t *testing.T) {
-	for in, want := range map[string]kvevents.Medium{
-		"": kvevents.MediumGPU, "GPU": kvevents.MediumGPU, "gpu": kvevents.MediumGPU, "CPU": kvevents.MediumCPU, "CPU_PINNED": kvevents.MediumCPU,
-		"STORAGE": kvevents.MediumDisk, "DISK": kvevents.MediumDisk, "EXTERNAL": kvevents.MediumExternal,
-		"NVME": kvevents.MediumUnknown, "CPU_TIER2": kvevents.MediumUnknown,
-	} {
-		if got := kvevents.ParseMedium(in); got != want {
-			t.Errorf("kvevents.ParseMedium(%q) = %v, want %v", in, got, want)
-		}
-	}
 }
 
 func FuzzDecodeMsgpack(f *testing.F) {

@@ -185,12 +185,9 @@ type BlockRemoved struct {
 	Group int32
 }
 
-// AllBlocksCleared reports that the engine dropped its whole cache.
-type AllBlocksCleared struct{}
-
 // Event is one KV event. Exactly one of Stored and Removed is non-nil for
 // KindBlockStored and KindBlockRemoved; both are nil for
-// KindAllBlocksCleared. The pointers refer into storage shared by the whole
+// KindAllBlocksCleared (the engine dropped its whole cache). The pointers refer into storage shared by the whole
 // Batch.
 type Event struct {
 	Kind    Kind
