@@ -298,3 +298,30 @@ func (k *KVIngester) countMedium(m kvevents.Medium) {
 		k.s.m.ignored.WithLabelValues("unknown_medium").Inc()
 	}
 }
+
+// holderStates copies the epoch/seq state of every holder, for a snapshot.
+// k.s.mu must be held.
+func (k *KVIngester) holderStates() []holderPersist {
+	holders := make([]holderPersist, 0, len(k.holders))
+	for hk, st := range k.holders {
+		holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
+	}
+	return holders
+}
+
+// restore installs a restored index and epoch/seq state; before Run.
+func (k *KVIngester) restore(index KVIndex, holders []holderPersist) {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	k.index.Store(&indexBox{index})
+	for hk, st := range k.holders {
+		k.setUncertain(hk, st, false)
+	}
+	clear(k.holders)
+	for _, hp := range holders {
+		hk := holderKey{hp.Engine, hp.Rank}
+		st := &holderState{Epoch: hp.Epoch, Seq: hp.Seq}
+		k.holders[hk] = st
+		k.setUncertain(hk, st, hp.Uncertain)
+	}
+}

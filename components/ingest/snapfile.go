@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -24,10 +25,12 @@ import (
 const (
 	snapshotMagic   = "SLUICESNAP"
 	snapshotVersion = 1
-	snapshotPrefix  = "ingest-"
-	snapshotSuffix  = ".snap"
 	maxChunk        = 1 << 20
 )
+
+// errCorruptSnapshot marks a snapshot file that fails its checksum, has an
+// unknown version or does not parse; it is skipped, never trusted.
+var errCorruptSnapshot = errors.New("corrupt ingest snapshot")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

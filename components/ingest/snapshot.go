@@ -52,9 +52,13 @@ func (c SnapshotConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// errCorruptSnapshot marks a snapshot file that fails its checksum, has an
-// unknown version or does not parse; it is skipped, never trusted.
-var errCorruptSnapshot = errors.New("corrupt ingest snapshot")
+// Snapshot files in SnapshotConfig.Dir are named
+// <snapshotPrefix><creation time, Unix nanoseconds, 20 digits><snapshotSuffix>,
+// so that their names sort by age; snapfile.go has their layout.
+const (
+	snapshotPrefix = "ingest-"
+	snapshotSuffix = ".snap"
+)
 
 type snapshotMeta struct {
 	Created time.Time   `json:"created"`
@@ -293,10 +297,7 @@ func (s *Snapshotter) captureKV() ([]holderPersist, map[int]int64, uint64, time.
 	spare := s.spare
 	s.spare = nil // not reused again until this copy is written
 	offs, n, paused, err := s.kv.s.capture(func() error {
-		holders = make([]holderPersist, 0, len(s.kv.holders))
-		for hk, st := range s.kv.holders {
-			holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
-		}
+		holders = s.kv.holderStates()
 		live := s.kv.Index()
 		if copied = copyIndex(live, spare); copied != nil {
 			return nil
@@ -516,21 +517,4 @@ func (s *Snapshotter) restoreFile(path string) (time.Time, error) {
 		s.kv.s.setOffsets(meta.KV.Offsets)
 	}
 	return meta.Created, nil
-}
-
-// restore installs a restored index and epoch/seq state; before Run.
-func (k *KVIngester) restore(index KVIndex, holders []holderPersist) {
-	k.s.mu.Lock()
-	defer k.s.mu.Unlock()
-	k.index.Store(&indexBox{index})
-	for hk, st := range k.holders {
-		k.setUncertain(hk, st, false)
-	}
-	clear(k.holders)
-	for _, hp := range holders {
-		hk := holderKey{hp.Engine, hp.Rank}
-		st := &holderState{Epoch: hp.Epoch, Seq: hp.Seq}
-		k.holders[hk] = st
-		k.setUncertain(hk, st, hp.Uncertain)
-	}
 }

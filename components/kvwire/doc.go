@@ -6,10 +6,10 @@
 //     key (the engine id) and the format selection (Record, DecodeRecord).
 //   - proto.go: sluice's own protobuf, sluice.v1.KvEventBatch
 //     (proto/sluice/v1/records.proto).
-//   - msgpack_batch.go, msgpack_fields.go, msgpack_reader.go: the engines' own
-//     msgpack batches, vLLM and SGLang in every layout of spec/WIRE.md (batch
-//     framing; one event's field schema and namespace rules; the msgpack
-//     reader).
+//   - msgpack_batch.go, msgpack_fields.go, msgpack_namespace.go,
+//     msgpack_reader.go: the engines' own msgpack batches, vLLM and SGLang in
+//     every layout of spec/WIRE.md (the batch framing; one event's field
+//     schema; vLLM extra keys turned into a namespace; the msgpack reader).
 //
 // The rules an event must follow once decoded (block counts, token counts,
 // SGLang short last pages, sparse KV-cache groups, extra keys) and their limits
