@@ -31,7 +31,7 @@ import (
 // vLLM event with lookahead_token_ids. See docs/kv-events.md.
 func DecodeMsgpack(payload []byte) (kvevents.Batch, error) {
 	b, err := defaultDecoder.msgpack(payload)
-	if err != nil {
+	if err != nil { // a nil *kvevents.Error must not become a non-nil error
 		return b, err
 	}
 	return b, nil
