@@ -6,68 +6,78 @@ import (
 	"time"
 )
 
-// Default settings, applied by Config.withDefaults to zero fields.
+// Default topics, and the defaults other components reuse. Config's field
+// docs give every default.
 const (
-	DefaultLoadTopic         = "sluice.engine-load.v1"
-	DefaultKVTopic           = "sluice.kv-events.v1"
-	DefaultClientID          = "sluice-ingest"
-	DefaultMinBytes          = 1
-	DefaultMaxBytes          = 16 << 20
-	DefaultMaxWait           = 100 * time.Millisecond
-	DefaultDialTimeout       = 5 * time.Second
-	DefaultPartitionRefresh  = 30 * time.Second
-	DefaultMaxUnknownEngines = 10_000
-	DefaultMaxRecordBytes    = 8 << 20
-	DefaultBadLogInterval    = 30 * time.Second
-	DefaultRetryBackoff      = 200 * time.Millisecond
-	DefaultMaxRetryBackoff   = time.Second
-	DefaultUnhealthyAfter    = 5 * time.Second
-	DefaultHealthInterval    = 2 * time.Second
+	DefaultLoadTopic       = "sluice.engine-load.v1"
+	DefaultKVTopic         = "sluice.kv-events.v1"
+	DefaultMaxRetryBackoff = time.Second
+	DefaultHealthInterval  = 2 * time.Second
+)
+
+// Defaults of the other Config fields, applied by Config.withDefaults.
+const (
+	defaultClientID          = "sluice-ingest"
+	defaultMinBytes          = 1
+	defaultMaxBytes          = 16 << 20
+	defaultMaxWait           = 100 * time.Millisecond
+	defaultDialTimeout       = 5 * time.Second
+	defaultPartitionRefresh  = 30 * time.Second
+	defaultMaxUnknownEngines = 10_000
+	defaultMaxRecordBytes    = 8 << 20
+	defaultBadLogInterval    = 30 * time.Second
+	defaultRetryBackoff      = 200 * time.Millisecond
+	defaultUnhealthyAfter    = 5 * time.Second
 )
 
 // Config holds one ingestion component's Kafka settings. The zero value of
-// every field but Brokers selects its default; Topic defaults per component
-// (DefaultLoadTopic or DefaultKVTopic).
+// every field but Brokers selects the default its doc gives; Topic defaults
+// per component (DefaultLoadTopic or DefaultKVTopic).
 type Config struct {
 	// Brokers are the bootstrap brokers (host:port); required.
 	Brokers []string
 	// Topic is the topic to consume.
 	Topic string
-	// ClientID identifies this consumer to the brokers.
+	// ClientID identifies this consumer to the brokers. Default
+	// "sluice-ingest".
 	ClientID string
-	// MinBytes and MaxBytes bound one fetch response (kafka-go ReaderConfig).
+	// MinBytes and MaxBytes bound one fetch response (kafka-go
+	// ReaderConfig). Defaults 1 byte and 16 MiB.
 	MinBytes, MaxBytes int
 	// MaxWait is how long a fetch waits for MinBytes before returning.
+	// Default 100ms.
 	MaxWait time.Duration
-	// DialTimeout bounds one connection attempt to a broker.
+	// DialTimeout bounds one connection attempt to a broker. Default 5s.
 	DialTimeout time.Duration
 	// PartitionRefresh is how often the topic's partitions are listed again
-	// to pick up added partitions.
+	// to pick up added partitions. Default 30s.
 	PartitionRefresh time.Duration
 	// MaxRecordBytes is the largest record value accepted; larger records
-	// are counted as absurd_size and skipped.
+	// are counted as absurd_size and skipped. Default 8 MiB.
 	MaxRecordBytes int
 	// MaxUnknownEngines bounds how many distinct engine ids the load stream
 	// keeps state for (load is kept for engines not yet registered so it is
 	// ready when they register). Reports of further new ids are counted as
-	// unknown_engine_cap and skipped. Load stream only.
+	// unknown_engine_cap and skipped. Load stream only. Default 10,000.
 	MaxUnknownEngines int
 	// BadLogInterval is the minimum time between two log lines about bad
 	// records of the same kind; the line carries the count since the last.
+	// Default 30s.
 	BadLogInterval time.Duration
 	// RetryBackoff and MaxRetryBackoff bound the pause before a failed
 	// partition reader or metadata call is retried (doubling each time,
 	// jittered down by up to half). The reader's own reconnect back-off is
 	// capped by MaxRetryBackoff too, so consumption resumes within about
-	// MaxRetryBackoff of a broker's return.
+	// MaxRetryBackoff of a broker's return. Defaults 200ms and
+	// DefaultMaxRetryBackoff.
 	RetryBackoff, MaxRetryBackoff time.Duration
 	// UnhealthyAfter is how long a component may fail to reach the brokers
-	// before Healthy reports an error.
+	// before Healthy reports an error. Default 5s.
 	UnhealthyAfter time.Duration
 	// HealthInterval is how often the brokers are asked for every consumed
 	// partition's high watermark: the lag gauges then move even when no
 	// record arrives, and a lost broker is noticed within HealthInterval +
-	// DialTimeout + MaxWait.
+	// DialTimeout + MaxWait. Default DefaultHealthInterval.
 	HealthInterval time.Duration
 }
 
@@ -121,19 +131,19 @@ func (c Config) withDefaults(topic string) Config {
 		c.Topic = topic
 	}
 	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
+		c.ClientID = defaultClientID
 	}
-	defi(&c.MinBytes, DefaultMinBytes)
-	defi(&c.MaxBytes, DefaultMaxBytes)
-	defi(&c.MaxRecordBytes, DefaultMaxRecordBytes)
-	defi(&c.MaxUnknownEngines, DefaultMaxUnknownEngines)
-	def(&c.MaxWait, DefaultMaxWait)
-	def(&c.DialTimeout, DefaultDialTimeout)
-	def(&c.PartitionRefresh, DefaultPartitionRefresh)
-	def(&c.BadLogInterval, DefaultBadLogInterval)
-	def(&c.RetryBackoff, DefaultRetryBackoff)
+	defi(&c.MinBytes, defaultMinBytes)
+	defi(&c.MaxBytes, defaultMaxBytes)
+	defi(&c.MaxRecordBytes, defaultMaxRecordBytes)
+	defi(&c.MaxUnknownEngines, defaultMaxUnknownEngines)
+	def(&c.MaxWait, defaultMaxWait)
+	def(&c.DialTimeout, defaultDialTimeout)
+	def(&c.PartitionRefresh, defaultPartitionRefresh)
+	def(&c.BadLogInterval, defaultBadLogInterval)
+	def(&c.RetryBackoff, defaultRetryBackoff)
 	def(&c.MaxRetryBackoff, DefaultMaxRetryBackoff)
-	def(&c.UnhealthyAfter, DefaultUnhealthyAfter)
+	def(&c.UnhealthyAfter, defaultUnhealthyAfter)
 	def(&c.HealthInterval, DefaultHealthInterval)
 	c.RetryBackoff = min(c.RetryBackoff, c.MaxRetryBackoff)
 	return c

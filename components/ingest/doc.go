@@ -14,6 +14,7 @@
 // one file, and restores the newest valid file on start; Replay rebuilds
 // fresh tables from a topic for the `sluice replay` command.
 //
-// This package is the edge where protobuf and the engines' msgpack become
-// domain types: state packages never see wire formats.
+// KV-event records are decoded by components/kvwire (record headers, sluice
+// protobuf and the engines' msgpack) and load reports by loadrecord.go here:
+// state packages never see wire formats.
 package ingest

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/sluicehq/sluice/components/kvwire"
 	"github.com/sluicehq/sluice/state/kvevents"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
@@ -77,7 +78,7 @@ type KVStats struct {
 type KVConfig struct {
 	Config
 	// DefaultFormat is the payload format of records without the
-	// sluice-format header; empty selects FormatProto.
+	// sluice-format header; empty selects kvwire.FormatProto.
 	DefaultFormat string
 	// OnNewEpoch, when set, is called (under the stream's writer lock; it must not block) when
 	// an engine rank already seen moves to a newer epoch — the engine restarted — so other
@@ -96,9 +97,9 @@ func NewKVIngester(logger *slog.Logger, cfg KVConfig, index KVIndex, slotTable *
 		return nil, err
 	}
 	switch cfg.DefaultFormat {
-	case "", FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack:
+	case "", kvwire.FormatProto, kvwire.FormatVLLMMsgpack, kvwire.FormatSGLangMsgpack:
 	default:
-		return nil, fmt.Errorf("ingest: DefaultFormat %q: want %s, %s or %s", cfg.DefaultFormat, FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack)
+		return nil, fmt.Errorf("ingest: DefaultFormat %q: want %s, %s or %s", cfg.DefaultFormat, kvwire.FormatProto, kvwire.FormatVLLMMsgpack, kvwire.FormatSGLangMsgpack)
 	}
 	c := cfg.withDefaults(DefaultKVTopic)
 	s, err := newStream(logger, c, StreamKV, reg)
@@ -183,9 +184,9 @@ func (k *KVIngester) setUncertain(hk holderKey, st *holderState, v bool) {
 }
 
 func (k *KVIngester) apply(p int, msg *kafka.Message) {
-	rec, rerr := decodeKVRecord(msg, k.defaultFormat)
+	rec, rerr := kvwire.DecodeRecord(msg, k.defaultFormat)
 	if rerr != nil {
-		k.s.badRecord(rerr.kind, p, msg.Offset, rerr.err)
+		k.s.badRecord(rerr.Kind, p, msg.Offset, rerr.Err)
 		return
 	}
 	k.applyRecord(p, msg.Offset, &rec)
@@ -193,32 +194,32 @@ func (k *KVIngester) apply(p int, msg *kafka.Message) {
 
 // applyRecord applies one decoded record under the epoch/seq rules. k.s.mu
 // must be held.
-func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
+func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 	idx := k.Index()
-	hk := holderKey{rec.engine, rec.rank}
-	h := Holder{Engine: k.slots.Intern(rec.engine), Rank: rec.rank}
+	hk := holderKey{rec.Engine, rec.Rank}
+	h := Holder{Engine: k.slots.Intern(rec.Engine), Rank: rec.Rank}
 	st := k.holders[hk]
 	switch {
 	case st == nil:
-		st = &holderState{Epoch: rec.epoch}
+		st = &holderState{Epoch: rec.Epoch}
 		k.holders[hk] = st
-	case rec.epoch < st.Epoch:
+	case rec.Epoch < st.Epoch:
 		k.stats.StaleEpoch++
 		k.s.m.skipped.WithLabelValues("stale_epoch").Inc()
 		return
-	case rec.epoch > st.Epoch:
+	case rec.Epoch > st.Epoch:
 		idx.Clear(h)
 		k.stats.EpochResets++
 		k.setUncertain(hk, st, false)
-		st.Epoch = rec.epoch
+		st.Epoch = rec.Epoch
 		if k.onNewEpoch != nil {
-			k.onNewEpoch(rec.engine, rec.epoch)
+			k.onNewEpoch(rec.Engine, rec.Epoch)
 		}
-		if rec.seq > rec.firstSeq {
+		if rec.Seq > rec.FirstSeq {
 			// The new life's first batches never arrived.
-			k.gap(hk, st, rec, rec.firstSeq)
+			k.gap(hk, st, rec, rec.FirstSeq)
 		}
-	case rec.seq == 0 && rec.firstSeq == 0 && st.Seq > 0:
+	case rec.Seq == 0 && rec.FirstSeq == 0 && st.Seq > 0:
 		// The ZMQ publisher restarted (its seq starts at 0) without the
 		// bridge moving to a new epoch: its old blocks are gone and its
 		// new ones must not be taken for duplicates. A seq 0 after seq 0
@@ -226,26 +227,27 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 		idx.Clear(h)
 		k.stats.SeqResets++
 		k.setUncertain(hk, st, false)
-		k.s.logger.Debug("kv seq reset to 0: engine restarted, holder cleared", "engine_id", rec.engine,
-			"rank", rec.rank, "epoch", rec.epoch, "last_seq", st.Seq)
-	case rec.seq <= st.Seq:
+		k.s.logger.Debug("kv seq reset to 0: engine restarted, holder cleared", "engine_id", rec.Engine,
+			"rank", rec.Rank, "epoch", rec.Epoch, "last_seq", st.Seq)
+	case rec.Seq <= st.Seq:
 		k.stats.Duplicates++
 		k.s.m.skipped.WithLabelValues("duplicate").Inc()
 		return
-	case rec.seq > st.Seq+1:
+	case rec.Seq > st.Seq+1:
 		k.gap(hk, st, rec, st.Seq+1)
 	}
-	st.Seq = rec.seq
+	st.Seq = rec.Seq
 	k.stats.Batches++
-	for _, e := range rec.batch.Skipped {
+	for _, e := range rec.Batch.Skipped {
 		k.stats.RejectedEvents++
 		k.s.badRecord(string(e.Kind), p, offset, e)
 	}
-	for i := range rec.batch.Events {
-		ev := &rec.batch.Events[i]
+	base := Namespace{Model: rec.Model, LoRA: rec.LoRA, CacheSalt: rec.CacheSalt}
+	for i := range rec.Batch.Events {
+		ev := &rec.Batch.Events[i]
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
-			ns := rec.ns
+			ns := base
 			if ev.Stored.LoRAName != "" {
 				ns.LoRA = ev.Stored.LoRAName
 			}
@@ -261,7 +263,7 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 			}
 			if err != nil {
 				k.stats.RejectedEvents++
-				k.s.badRecord("index_rejected", p, offset, fmt.Errorf("engine %q rank %d: %w", rec.engine, rec.rank, err))
+				k.s.badRecord("index_rejected", p, offset, fmt.Errorf("engine %q rank %d: %w", rec.Engine, rec.Rank, err))
 				continue
 			}
 			k.stats.BlocksStored += int64(len(ev.Stored.BlockHashes))
@@ -279,12 +281,12 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvRecord) {
 	}
 }
 
-// gap marks st uncertain: batches from want up to rec.seq-1 never arrived.
+// gap marks st uncertain: batches from want up to rec.Seq-1 never arrived.
 // k.s.mu must be held.
-func (k *KVIngester) gap(hk holderKey, st *holderState, rec *kvRecord, want uint64) {
+func (k *KVIngester) gap(hk holderKey, st *holderState, rec *kvwire.Record, want uint64) {
 	k.stats.Gaps++
-	k.s.logger.Debug("kv seq gap: holder uncertain until its next full state", "engine_id", rec.engine,
-		"rank", rec.rank, "epoch", rec.epoch, "want_seq", want, "seq", rec.seq)
+	k.s.logger.Debug("kv seq gap: holder uncertain until its next full state", "engine_id", rec.Engine,
+		"rank", rec.Rank, "epoch", rec.Epoch, "want_seq", want, "seq", rec.Seq)
 	k.setUncertain(hk, st, true)
 }
 
@@ -294,5 +296,32 @@ func (k *KVIngester) countMedium(m kvevents.Medium) {
 	if m == kvevents.MediumUnknown {
 		k.stats.UnknownMedium++
 		k.s.m.ignored.WithLabelValues("unknown_medium").Inc()
+	}
+}
+
+// holderStates copies the epoch/seq state of every holder, for a snapshot.
+// k.s.mu must be held.
+func (k *KVIngester) holderStates() []holderPersist {
+	holders := make([]holderPersist, 0, len(k.holders))
+	for hk, st := range k.holders {
+		holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
+	}
+	return holders
+}
+
+// restore installs a restored index and epoch/seq state; before Run.
+func (k *KVIngester) restore(index KVIndex, holders []holderPersist) {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	k.index.Store(&indexBox{index})
+	for hk, st := range k.holders {
+		k.setUncertain(hk, st, false)
+	}
+	clear(k.holders)
+	for _, hp := range holders {
+		hk := holderKey{hp.Engine, hp.Rank}
+		st := &holderState{Epoch: hp.Epoch, Seq: hp.Seq}
+		k.holders[hk] = st
+		k.setUncertain(hk, st, hp.Uncertain)
 	}
 }

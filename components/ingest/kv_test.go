@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/components/kvwire"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/slots"
@@ -135,12 +136,12 @@ func vllmBatch(t testing.TB, rank int, hashes []uint64, tokens []uint32) []byte 
 }
 
 func msgpackRecord(engine string, epoch, seq string, value []byte) *kgo.Record {
-	h := []kgo.RecordHeader{{Key: HeaderFormat, Value: []byte(FormatVLLMMsgpack)}, {Key: HeaderModel, Value: []byte("m")}}
+	h := []kgo.RecordHeader{{Key: kvwire.HeaderFormat, Value: []byte(kvwire.FormatVLLMMsgpack)}, {Key: kvwire.HeaderModel, Value: []byte("m")}}
 	if epoch != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderEpoch, Value: []byte(epoch)})
+		h = append(h, kgo.RecordHeader{Key: kvwire.HeaderEpoch, Value: []byte(epoch)})
 	}
 	if seq != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderSeq, Value: []byte(seq)})
+		h = append(h, kgo.RecordHeader{Key: kvwire.HeaderSeq, Value: []byte(seq)})
 	}
 	return &kgo.Record{Key: []byte(engine), Value: value, Headers: h}
 }
@@ -157,7 +158,7 @@ func TestKVBadRecords(t *testing.T) {
 		msgpackRecord("e", "1", "2", []byte{0xc1}), // malformed msgpack (and seq 2 stays unused)
 		msgpackRecord("e", "", "2", good),          // missing epoch
 		msgpackRecord("e", "1", "x", good),         // bad seq
-		&kgo.Record{Key: []byte("e"), Value: good, Headers: []kgo.RecordHeader{{Key: HeaderFormat, Value: []byte("json")}}},
+		&kgo.Record{Key: []byte("e"), Value: good, Headers: []kgo.RecordHeader{{Key: kvwire.HeaderFormat, Value: []byte("json")}}},
 		kvProto(t, &sluicev1.KvEventBatch{EngineId: "other", Model: "m"}), // key mismatch once re-keyed below
 		kvProto(t, mismatch),
 		msgpackRecord("e", "1", "4", good),

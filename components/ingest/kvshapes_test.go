@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sluicehq/sluice/components/kvwire"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/state/kvindex"
 )
@@ -89,13 +90,13 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 	// and 1 store the same blocks; group 1 evicts two of them; then group 1
 	// shows itself a sliding window (a sparse event: a null block skipped).
 	hybrid := span(0, 64)
-	add(mpRecord(FormatVLLMMsgpack, "hybrid", 1, 0, mpBatch(t,
+	add(mpRecord(kvwire.FormatVLLMMsgpack, "hybrid", 1, 0, mpBatch(t,
 		vllmStored([]uint64{1 << 63, 1<<63 + 1, 1<<63 + 2}, nil, hybrid[:48], 0),
 		vllmStored([]uint64{1 << 63, 1<<63 + 1, 1<<63 + 2}, nil, hybrid[:48], 1))))
-	add(mpRecord(FormatVLLMMsgpack, "hybrid", 1, 1, mpBatch(t,
+	add(mpRecord(kvwire.FormatVLLMMsgpack, "hybrid", 1, 1, mpBatch(t,
 		map[string]any{"type": "BlockRemoved", "block_hashes": []uint64{1<<63 + 1, 1<<63 + 2}, "medium": "GPU", "group_idx": 1,
 			"locality": "LOCAL", "ownership": nil})))
-	add(mpRecord(FormatVLLMMsgpack, "hybrid", 1, 2, mpBatch(t,
+	add(mpRecord(kvwire.FormatVLLMMsgpack, "hybrid", 1, 2, mpBatch(t,
 		vllmStored([]uint64{1<<63 + 3}, uint64(1<<63+2), hybrid[32:64], 1))))
 
 	// vLLM LoRA adapter + cache salt (in extra_keys), offloaded to storage,
@@ -105,7 +106,7 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 	ev["lora_name"], ev["lora_id"], ev["medium"] = "sql-lora", 1, "STORAGE"
 	ev["extra_keys"] = []any{[]any{"sql-lora", "salt-1"}, []any{"sql-lora"}}
 	ev["lookahead_token_ids"] = []uint32{5, 6}
-	add(mpRecord(FormatVLLMMsgpack, "lora", 1, 0, mpBatch(t, ev)))
+	add(mpRecord(kvwire.FormatVLLMMsgpack, "lora", 1, 0, mpBatch(t, ev)))
 
 	// SGLang, page size 1: a 100k-token prompt as one event, salted, with
 	// an adapter, in the HiCache host tier.
@@ -118,13 +119,13 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 	for i := range longToks {
 		longToks[i] = uint32(i % 97)
 	}
-	add(mpRecord(FormatSGLangMsgpack, "sglang", 1, 0, mpBatch(t, map[string]any{"type": "BlockStored",
+	add(mpRecord(kvwire.FormatSGLangMsgpack, "sglang", 1, 0, mpBatch(t, map[string]any{"type": "BlockStored",
 		"block_hashes": hashes, "parent_block_hash": nil, "token_ids": longToks, "block_size": 1, "lora_id": nil,
 		"medium": "CPU_PINNED", "cache_salt": "tenant-7", "session_id": nil, "lora_name": "ad"})))
 	// A medium from a newer engine is kept, not rejected.
 	future := vllmStored([]uint64{9}, nil, span(5000, 16), 0)
 	future["medium"] = "CXL"
-	add(mpRecord(FormatVLLMMsgpack, "future", 1, 0, mpBatch(t, future)))
+	add(mpRecord(kvwire.FormatVLLMMsgpack, "future", 1, 0, mpBatch(t, future)))
 
 	// Seq rules (ZMQ seq starts at 0): seq 1 lost after seq 0 is a gap;
 	// AllBlocksCleared resolves it; a seq that returns to 0 within the
@@ -132,8 +133,8 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 	// duplicate; a new epoch starting at seq 5 is uncertain.
 	a, b, c := span(7000, 16), span(8000, 16), span(9000, 16)
 	add(
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{100}, nil, a, 0))),
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 2, mpBatch(t, vllmStored([]uint64{101}, nil, b, 0))),
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{100}, nil, a, 0))),
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 2, mpBatch(t, vllmStored([]uint64{101}, nil, b, 0))),
 	)
 	for _, r := range recs { // one at a time: the page-size-1 record alone is most of a broker batch
 		produce(t, kp, r)
@@ -146,10 +147,10 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 		t.Errorf("Uncertain(seq) = false after seq 0 -> 2, want true (batch 1 lost)")
 	}
 	more := []*kgo.Record{
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 3, mpBatch(t, map[string]any{"type": "AllBlocksCleared"})),
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 4, mpBatch(t, vllmStored([]uint64{100}, nil, a, 0))),
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{200}, nil, b, 0))), // restart
-		mpRecord(FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{300}, nil, c, 0))), // replayed seq 0
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 3, mpBatch(t, map[string]any{"type": "AllBlocksCleared"})),
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 4, mpBatch(t, vllmStored([]uint64{100}, nil, a, 0))),
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{200}, nil, b, 0))), // restart
+		mpRecord(kvwire.FormatVLLMMsgpack, "seq", 1, 0, mpBatch(t, vllmStored([]uint64{300}, nil, c, 0))), // replayed seq 0
 	}
 	produce(t, kp, more...)
 	waitFor(t, 60*time.Second, "seq records applied", func() bool { return sumOffsets(p.kv.Offsets()) == int64(len(recs)+len(more)) })
@@ -194,7 +195,7 @@ func TestBrokerKVEngineShapes(t *testing.T) {
 	}
 
 	// A new epoch whose first batch is not seq 0 lost its first batches.
-	produce(t, kp, mpRecord(FormatVLLMMsgpack, "seq", 2, 5, mpBatch(t, vllmStored([]uint64{400}, nil, a, 0))))
+	produce(t, kp, mpRecord(kvwire.FormatVLLMMsgpack, "seq", 2, 5, mpBatch(t, vllmStored([]uint64{400}, nil, a, 0))))
 	waitFor(t, 60*time.Second, "new epoch applied", func() bool { return sumOffsets(p.kv.Offsets()) == int64(len(recs)+len(more)+1) })
 	if !p.kv.Uncertain("seq") {
 		t.Errorf("Uncertain(seq) = false after epoch 2 started at seq 5, want true")

@@ -28,7 +28,7 @@ type ReplayConfig struct {
 	// Stream is StreamKV or StreamLoad.
 	Stream string
 	// Format is the KV payload format of records without a sluice-format
-	// header; empty selects FormatProto. KV only.
+	// header; empty selects kvwire.FormatProto. KV only.
 	Format string
 	// FromOffset is the offset to start at in every partition; negative (or
 	// zero, the earliest possible) starts at the earliest retained offset.

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -24,10 +25,12 @@ import (
 const (
 	snapshotMagic   = "SLUICESNAP"
 	snapshotVersion = 1
-	snapshotPrefix  = "ingest-"
-	snapshotSuffix  = ".snap"
 	maxChunk        = 1 << 20
 )
+
+// errCorruptSnapshot marks a snapshot file that fails its checksum, has an
+// unknown version or does not parse; it is skipped, never trusted.
+var errCorruptSnapshot = errors.New("corrupt ingest snapshot")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -113,7 +116,7 @@ func verifyChecksum(f *os.File) error {
 	}
 	size := st.Size()
 	if size < int64(len(snapshotMagic))+4+1+4 {
-		return fmt.Errorf("%w: %d bytes is too short", ErrCorruptSnapshot, size)
+		return fmt.Errorf("%w: %d bytes is too short", errCorruptSnapshot, size)
 	}
 	crc := crc32.New(crcTable)
 	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, size-4)); err != nil {
@@ -124,7 +127,7 @@ func verifyChecksum(f *os.File) error {
 		return err
 	}
 	if got, want := crc.Sum32(), binary.BigEndian.Uint32(tail[:]); got != want {
-		return fmt.Errorf("%w: checksum %08x, file says %08x", ErrCorruptSnapshot, got, want)
+		return fmt.Errorf("%w: checksum %08x, file says %08x", errCorruptSnapshot, got, want)
 	}
 	return nil
 }
@@ -132,13 +135,13 @@ func verifyChecksum(f *os.File) error {
 func readHeader(r *bufio.Reader) error {
 	var hdr [len(snapshotMagic) + 4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrCorruptSnapshot, err)
+		return fmt.Errorf("%w: header: %w", errCorruptSnapshot, err)
 	}
 	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
-		return fmt.Errorf("%w: not a sluice ingest snapshot", ErrCorruptSnapshot)
+		return fmt.Errorf("%w: not a sluice ingest snapshot", errCorruptSnapshot)
 	}
 	if v := binary.BigEndian.Uint32(hdr[len(snapshotMagic):]); v != snapshotVersion {
-		return fmt.Errorf("%w: version %d, this build reads %d", ErrCorruptSnapshot, v, snapshotVersion)
+		return fmt.Errorf("%w: version %d, this build reads %d", errCorruptSnapshot, v, snapshotVersion)
 	}
 	return nil
 }
@@ -147,14 +150,14 @@ func readHeader(r *bufio.Reader) error {
 func nextSection(r *bufio.Reader) (string, io.Reader, error) {
 	n, err := r.ReadByte()
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", errCorruptSnapshot, err)
 	}
 	if n == 0 {
 		return "", nil, nil
 	}
 	name := make([]byte, n)
 	if _, err := io.ReadFull(r, name); err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return "", nil, fmt.Errorf("%w: %w", errCorruptSnapshot, err)
 	}
 	return string(name), &chunkReader{r: r}, nil
 }
@@ -173,11 +176,11 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 		}
 		var l [4]byte
 		if _, err := io.ReadFull(c.r, l[:]); err != nil {
-			return 0, fmt.Errorf("%w: %w", ErrCorruptSnapshot, io.ErrUnexpectedEOF)
+			return 0, fmt.Errorf("%w: %w", errCorruptSnapshot, io.ErrUnexpectedEOF)
 		}
 		n := binary.BigEndian.Uint32(l[:])
 		if n > maxChunk {
-			return 0, fmt.Errorf("%w: chunk of %d bytes", ErrCorruptSnapshot, n)
+			return 0, fmt.Errorf("%w: chunk of %d bytes", errCorruptSnapshot, n)
 		}
 		c.left = int(n)
 		c.done = n == 0

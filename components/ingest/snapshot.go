@@ -21,8 +21,8 @@ import (
 
 // Snapshot defaults.
 const (
-	DefaultSnapshotInterval = 30 * time.Second
-	DefaultSnapshotKeep     = 2
+	defaultSnapshotInterval = 30 * time.Second
+	defaultSnapshotKeep     = 2
 )
 
 // SnapshotConfig configures periodic snapshots of the ingested tables.
@@ -30,10 +30,10 @@ type SnapshotConfig struct {
 	// Dir holds the snapshot files; required. It is created if missing.
 	Dir string
 	// Interval is the time between two snapshots; one more is written on
-	// shutdown. Zero selects DefaultSnapshotInterval.
+	// shutdown. Zero selects 30s.
 	Interval time.Duration
 	// Keep is how many snapshot files are kept, newest first; a corrupt
-	// newest file falls back to the next. Zero selects DefaultSnapshotKeep.
+	// newest file falls back to the next. Zero selects 2.
 	Keep int
 }
 
@@ -44,17 +44,21 @@ func (c SnapshotConfig) Validate() error {
 		errs = append(errs, errors.New("ingest: SnapshotConfig.Dir: empty; set a directory for snapshot files"))
 	}
 	if c.Interval < 0 {
-		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Interval %v: must be >= 0 (0 selects %v)", c.Interval, DefaultSnapshotInterval))
+		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Interval %v: must be >= 0 (0 selects %v)", c.Interval, defaultSnapshotInterval))
 	}
 	if c.Keep < 0 {
-		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Keep %d: must be >= 0 (0 selects %d)", c.Keep, DefaultSnapshotKeep))
+		errs = append(errs, fmt.Errorf("ingest: SnapshotConfig.Keep %d: must be >= 0 (0 selects %d)", c.Keep, defaultSnapshotKeep))
 	}
 	return errors.Join(errs...)
 }
 
-// ErrCorruptSnapshot marks a snapshot file that fails its checksum, has an
-// unknown version or does not parse; it is skipped, never trusted.
-var ErrCorruptSnapshot = errors.New("corrupt ingest snapshot")
+// Snapshot files in SnapshotConfig.Dir are named
+// <snapshotPrefix><creation time, Unix nanoseconds, 20 digits><snapshotSuffix>,
+// so that their names sort by age; snapfile.go has their layout.
+const (
+	snapshotPrefix = "ingest-"
+	snapshotSuffix = ".snap"
+)
 
 type snapshotMeta struct {
 	Created time.Time   `json:"created"`
@@ -134,10 +138,10 @@ func NewSnapshotter(logger *slog.Logger, cfg SnapshotConfig, load *LoadIngester,
 		return nil, err
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = DefaultSnapshotInterval
+		cfg.Interval = defaultSnapshotInterval
 	}
 	if cfg.Keep == 0 {
-		cfg.Keep = DefaultSnapshotKeep
+		cfg.Keep = defaultSnapshotKeep
 	}
 	s := &Snapshotter{logger: logger, cfg: cfg, load: load, kv: kv, readIndex: readIndex, now: time.Now, create: createTemp,
 		written:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_snapshots_written_total", Help: "Snapshot files written."}),
@@ -293,10 +297,7 @@ func (s *Snapshotter) captureKV() ([]holderPersist, map[int]int64, uint64, time.
 	spare := s.spare
 	s.spare = nil // not reused again until this copy is written
 	offs, n, paused, err := s.kv.s.capture(func() error {
-		holders = make([]holderPersist, 0, len(s.kv.holders))
-		for hk, st := range s.kv.holders {
-			holders = append(holders, holderPersist{Engine: hk.engine, Rank: hk.rank, holderState: *st})
-		}
+		holders = s.kv.holderStates()
 		live := s.kv.Index()
 		if copied = copyIndex(live, spare); copied != nil {
 			return nil
@@ -479,14 +480,14 @@ func (s *Snapshotter) restoreFile(path string) (time.Time, error) {
 			haveMeta = err == nil
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("%w: section %q: %w", ErrCorruptSnapshot, name, err)
+			return time.Time{}, fmt.Errorf("%w: section %q: %w", errCorruptSnapshot, name, err)
 		}
 		if _, err := io.Copy(io.Discard, sec); err != nil {
-			return time.Time{}, fmt.Errorf("%w: section %q: %w", ErrCorruptSnapshot, name, err)
+			return time.Time{}, fmt.Errorf("%w: section %q: %w", errCorruptSnapshot, name, err)
 		}
 	}
 	if !haveMeta {
-		return time.Time{}, fmt.Errorf("%w: no meta section", ErrCorruptSnapshot)
+		return time.Time{}, fmt.Errorf("%w: no meta section", errCorruptSnapshot)
 	}
 	if s.load != nil {
 		if meta.Load == nil || loadState == nil {
@@ -516,21 +517,4 @@ func (s *Snapshotter) restoreFile(path string) (time.Time, error) {
 		s.kv.s.setOffsets(meta.KV.Offsets)
 	}
 	return meta.Created, nil
-}
-
-// restore installs a restored index and epoch/seq state; before Run.
-func (k *KVIngester) restore(index KVIndex, holders []holderPersist) {
-	k.s.mu.Lock()
-	defer k.s.mu.Unlock()
-	k.index.Store(&indexBox{index})
-	for hk, st := range k.holders {
-		k.setUncertain(hk, st, false)
-	}
-	clear(k.holders)
-	for _, hp := range holders {
-		hk := holderKey{hp.Engine, hp.Rank}
-		st := &holderState{Epoch: hp.Epoch, Seq: hp.Seq}
-		k.holders[hk] = st
-		k.setUncertain(hk, st, hp.Uncertain)
-	}
 }

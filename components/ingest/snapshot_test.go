@@ -162,8 +162,8 @@ func TestSnapshotRoundTripAndCorruption(t *testing.T) {
 			t.Fatal(err)
 		}
 		files, _ := a.snap.files()
-		if len(files) != DefaultSnapshotKeep {
-			t.Errorf("files after write = %v, want %d", files, DefaultSnapshotKeep)
+		if len(files) != defaultSnapshotKeep {
+			t.Errorf("files after write = %v, want %d", files, defaultSnapshotKeep)
 		}
 	})
 }

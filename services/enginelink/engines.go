@@ -19,7 +19,7 @@ const (
 	KindSGLang = "sglang"
 )
 
-// KV record formats, as components/ingest reads the sluice-format header.
+// KV record formats, as components/kvwire reads the sluice-format header.
 const (
 	FormatVLLMMsgpack   = "vllm.msgpack"
 	FormatSGLangMsgpack = "sglang.msgpack"

@@ -11,7 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Record header names, as components/ingest reads them.
+// Record header names, as components/kvwire reads them.
 const (
 	HeaderFormat    = "sluice-format"
 	HeaderEpoch     = "sluice-epoch"

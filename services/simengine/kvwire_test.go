@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
+	"github.com/sluicehq/sluice/components/kvwire"
 	"github.com/sluicehq/sluice/services/simengine/engine"
 	"github.com/sluicehq/sluice/state/kvevents"
 )
@@ -99,7 +100,7 @@ func expected(format string, evs []engine.Event) []decodedEvent {
 // record or event dropped as not describing a prefix: every event the sim sends must apply.
 func decodeClean(t *testing.T, payload []byte, sent int) kvevents.Batch {
 	t.Helper()
-	b, err := kvevents.DecodeMsgpack(payload)
+	b, err := kvwire.DecodeMsgpack(payload)
 	if err != nil {
 		t.Fatalf("DecodeMsgpack: %v", err)
 	}
@@ -265,7 +266,7 @@ func normalise(v any) any {
 }
 
 // TestStoredEventsRoundTrip drives a real engine with a tiny cache (so it evicts), collects
-// the events its cache emitted, and expects state/kvevents to decode the sim's encoding of
+// the events its cache emitted, and expects components/kvwire to decode the sim's encoding of
 // them into exactly those events, in both forms.
 func TestStoredEventsRoundTrip(t *testing.T) {
 	var stored []engine.Event

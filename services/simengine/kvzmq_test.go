@@ -11,6 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/components/kvwire"
 	"github.com/sluicehq/sluice/state/kvevents"
 )
 
@@ -43,7 +44,7 @@ type kvMessage struct {
 }
 
 // receiveEvents reads PUB messages until they hold n events, checking the 3-frame layout and
-// that every payload decodes with state/kvevents without skipped or ignored records.
+// that every payload decodes with components/kvwire without skipped or ignored records.
 func receiveEvents(t *testing.T, sub zmq4.Socket, n int) []kvMessage {
 	t.Helper()
 	var out []kvMessage
@@ -55,7 +56,7 @@ func receiveEvents(t *testing.T, sub zmq4.Socket, n int) []kvMessage {
 		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
 			t.Fatalf("message of %d frames %q: want [topic, 8-byte seq, payload]", len(msg.Frames), msg.Frames)
 		}
-		b, err := kvevents.DecodeMsgpack(msg.Frames[2])
+		b, err := kvwire.DecodeMsgpack(msg.Frames[2])
 		if err != nil {
 			t.Fatalf("DecodeMsgpack(seq %d): %v", binary.BigEndian.Uint64(msg.Frames[1]), err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/services/simengine/engine"
 )
 
-// Record headers and the msgpack format name, as components/ingest reads them.
+// Record headers and the msgpack format name, as components/kvwire reads them.
 const (
 	HeaderFormat      = "sluice-format"
 	HeaderEpoch       = "sluice-epoch"

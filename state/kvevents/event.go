@@ -1,12 +1,12 @@
 // Package kvevents defines the KV-cache events that inference engines publish
 // (blocks stored, blocks removed, everything cleared) in a form free of any
-// wire format, and decodes the engines' own msgpack batches (vLLM and SGLang,
-// every layout listed in docs/wire-formats.md) into it.
+// wire format, and the limits a decoded batch must stay within.
 //
-// The index (state/kvindex) consumes these types; the ingestion service picks
-// a decoder by record header and never hands wire bytes further in. The
-// rules the layers follow (KV-cache groups, namespaces, tiers, size bounds,
-// seq/epoch) are in docs/kv-events.md.
+// The wire decoders (sluice protobuf and the engines' own msgpack batches)
+// are in components/kvwire; the index (state/kvindex) consumes these types.
+// The rules the layers follow (KV-cache groups, namespaces, tiers, size
+// bounds, seq/epoch) are in docs/kv-events.md; the wire layouts in
+// docs/wire-formats.md.
 package kvevents
 
 import "time"
@@ -186,12 +186,9 @@ type BlockRemoved struct {
 	Group int32
 }
 
-// AllBlocksCleared reports that the engine dropped its whole cache.
-type AllBlocksCleared struct{}
-
 // Event is one KV event. Exactly one of Stored and Removed is non-nil for
 // KindBlockStored and KindBlockRemoved; both are nil for
-// KindAllBlocksCleared. The pointers refer into storage shared by the whole
+// KindAllBlocksCleared (the engine dropped its whole cache). The pointers refer into storage shared by the whole
 // Batch.
 type Event struct {
 	Kind    Kind

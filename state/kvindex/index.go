@@ -44,12 +44,6 @@ type Namespace struct {
 	CacheSalt string
 }
 
-// NamespaceOf returns the namespace a stored event belongs to, for an engine
-// serving model.
-func NamespaceOf(model string, ev *kvevents.BlockStored) Namespace {
-	return Namespace{Model: model, LoRA: ev.LoRAName, CacheSalt: ev.CacheSalt}
-}
-
 // Holder is one KV cache: an engine's data-parallel rank.
 type Holder struct {
 	Engine slots.Slot
@@ -59,27 +53,27 @@ type Holder struct {
 // Config holds the index's optional settings.
 type Config struct {
 	// MaxNodes caps the number of blocks indexed (across all holders); the
-	// least recently used leaf blocks are evicted beyond it. 0 means
-	// DefaultMaxNodes.
+	// least recently used leaf blocks are evicted beyond it. 0 means 4M
+	// (about 200 MB at full use).
 	MaxNodes int
 }
 
-// DefaultMaxNodes is the default node cap (about 200 MB at full use).
-const DefaultMaxNodes = 4 << 20
+// defaultMaxNodes is the node cap of a zero Config.MaxNodes.
+const defaultMaxNodes = 4 << 20
 
 const maxHolders = 1 << 16
 
 // Validate reports settings out of range.
 func (c Config) Validate() error {
 	if c.MaxNodes < 0 || c.MaxNodes > 1<<31 {
-		return fmt.Errorf("kvindex.Config.MaxNodes = %d: must be in [0, 2^31] (0 = default %d)", c.MaxNodes, DefaultMaxNodes)
+		return fmt.Errorf("kvindex.Config.MaxNodes = %d: must be in [0, 2^31] (0 = default %d)", c.MaxNodes, defaultMaxNodes)
 	}
 	return nil
 }
 
 func (c Config) withDefaults() Config {
 	if c.MaxNodes == 0 {
-		c.MaxNodes = DefaultMaxNodes
+		c.MaxNodes = defaultMaxNodes
 	}
 	return c
 }
@@ -97,8 +91,9 @@ var (
 	// because its group_idx is 64 or more. Nothing is indexed; callers count
 	// the event as ignored, not as bad. See docs/kv-events.md.
 	ErrGroupNotIndexed = errors.New("kvindex: KV-cache group not indexed")
-	// ErrInvalidEvent: the event is internally inconsistent (token count,
-	// block size); decoders reject these before they get here.
+	// ErrInvalidEvent: the event is not kvevents.BlockStored.Canonical
+	// (token count, block size, extra keys); the decoders' checks
+	// (kvevents.Limits.CheckStored) never let one through.
 	ErrInvalidEvent = errors.New("kvindex: invalid event")
 	// ErrTooManyHolders: more than 65536 (engine, rank) pairs.
 	ErrTooManyHolders = errors.New("kvindex: too many holders")
@@ -312,13 +307,14 @@ func (ix *Index) treeFor(ns Namespace, bs int) uint64 {
 // ---- events ----
 
 // Store records that holder h holds the blocks of ev in ev.Medium, in
-// namespace ns (see NamespaceOf), for KV-cache group ev.Group. The chain
-// starts at ev's parent, resolved through h's own engine hashes; a parent h
-// is not known to hold returns ErrUnknownParent and indexes nothing. Each
-// full block is indexed under (ns, ev.BlockSize); a single-block event
-// shorter than the largest block size seen from h (an SGLang short last
-// page) is a partial block and is not indexed. A medium sluice does not
-// know is kept in a tier of its own.
+// namespace ns (the engine's model, and ev's own LoRAName and CacheSalt
+// where set), for KV-cache group ev.Group. The chain starts at ev's
+// parent, resolved through h's own engine hashes; a parent h is not known
+// to hold returns ErrUnknownParent and indexes nothing. Each full block is
+// indexed under (ns, ev.BlockSize); a single-block event shorter than the
+// largest block size seen from h (an SGLang short last page) is a partial
+// block and is not indexed. A medium sluice does not know is kept in a tier
+// of its own.
 //
 // Groups: a block is held while any indexed group of h holds it. An event
 // that declares a non-prefix GroupKind, or a Sparse event while another
@@ -335,11 +331,11 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	if g < 0 || g >= maxGroups {
 		return ErrGroupNotIndexed
 	}
-	nb, bs := len(ev.BlockHashes), ev.BlockSize
-	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
-	if nb == 0 || bs <= 0 || (!nonPrefix && len(ev.TokenIDs) != nb*bs) || (ev.ExtraKeys != nil && len(ev.ExtraKeys) != nb) {
+	if !ev.Canonical() {
 		return ErrInvalidEvent
 	}
+	nb, bs := len(ev.BlockHashes), ev.BlockSize
+	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	hi, err := ix.holderFor(h)

@@ -1,13 +1,16 @@
-package kvevents
+package kvwire
 
 import (
 	"bytes"
 	"math"
 	"strconv"
+
+	"github.com/sluicehq/sluice/state/kvevents"
 )
 
-// This file reads one event's fields, positional or map form, and the namespace rules of
-// docs/kv-events.md (LoRA, cache salt, extra keys); decode.go reads the batch around them.
+// This file reads one event's fields, positional or map form (the field schema of
+// spec/WIRE.md); msgpack_batch.go reads the batch around them and
+// msgpack_namespace.go turns vLLM's extra keys into a namespace.
 
 // Field identities shared by the positional and map forms.
 type field uint8
@@ -77,19 +80,19 @@ type evFields struct {
 	loraName       []byte
 	loraID         int64
 	hasLoRAID      bool
-	medium         Medium
+	medium         kvevents.Medium
 	hasMedium      bool
 	extra          []string
 	salt           []byte
 	group          int32
 	hasGroup       bool
-	kind           GroupKind
+	kind           kvevents.GroupKind
 	lookahead      bool
 }
 
 // event decodes one event (already known to be well-formed msgpack) and
 // appends it to the arenas.
-func (st *decodeState) event(r *reader) *Error {
+func (st *decodeState) event(r *reader) *kvevents.Error {
 	var tag []byte
 	var f evFields
 	switch {
@@ -99,7 +102,7 @@ func (st *decodeState) event(r *reader) *Error {
 			return err
 		}
 		if n == 0 || !r.isStr() {
-			return errf(KindMalformed, "event array does not start with a tag")
+			return errf(kvevents.KindMalformed, "event array does not start with a tag")
 		}
 		tag, _ = r.str()
 		var layout []field
@@ -110,7 +113,7 @@ func (st *decodeState) event(r *reader) *Error {
 			layout = removedPositional[:]
 		case "AllBlocksCleared":
 		default:
-			return errf(KindUnknownEventTag, "tag %.64q", tag)
+			return errf(kvevents.KindUnknownEventTag, "tag %.64q", tag)
 		}
 		for i := 1; i < n; i++ {
 			fid := fSkip
@@ -129,7 +132,7 @@ func (st *decodeState) event(r *reader) *Error {
 		body := r.off
 		for i := 0; i < n; i++ {
 			if !r.isStr() {
-				return errf(KindMalformed, "event map key is not a string")
+				return errf(kvevents.KindMalformed, "event map key is not a string")
 			}
 			k, _ := r.str()
 			if string(k) == "type" && r.isStr() {
@@ -141,9 +144,9 @@ func (st *decodeState) event(r *reader) *Error {
 		switch string(tag) {
 		case "BlockStored", "BlockRemoved", "AllBlocksCleared":
 		case "":
-			return errf(KindUnknownEventTag, "event map without a string \"type\"")
+			return errf(kvevents.KindUnknownEventTag, "event map without a string \"type\"")
 		default:
-			return errf(KindUnknownEventTag, "tag %.64q", tag)
+			return errf(kvevents.KindUnknownEventTag, "tag %.64q", tag)
 		}
 		r.off = body
 		for i := 0; i < n; i++ {
@@ -153,91 +156,83 @@ func (st *decodeState) event(r *reader) *Error {
 			}
 		}
 	default:
-		return errf(KindMalformed, "event is neither array nor map")
+		return errf(kvevents.KindMalformed, "event is neither array nor map")
 	}
 	switch string(tag) {
 	case "BlockStored":
 		return st.finishStored(&f)
 	case "BlockRemoved":
 		if !f.hasHashes {
-			return errf(KindBadField, "BlockRemoved without block_hashes")
+			return errf(kvevents.KindBadField, "BlockRemoved without block_hashes")
 		}
-		st.removed = append(st.removed, BlockRemoved{Medium: f.medium, AllTiers: !f.hasMedium, Group: f.group})
+		rm := kvevents.BlockRemoved{BlockHashes: st.hashes[f.h0:f.h1], Medium: f.medium, AllTiers: !f.hasMedium, Group: f.group}
+		if err := st.lim.CheckRemoved(&rm); err != nil {
+			return err
+		}
+		rm.BlockHashes = nil // finish points it into the arena once it stops moving
+		st.removed = append(st.removed, rm)
 		st.spans = append(st.spans, span{h0: f.h0, h1: f.h1})
-		st.kinds = append(st.kinds, KindBlockRemoved)
+		st.kinds = append(st.kinds, kvevents.KindBlockRemoved)
 	default:
-		st.kinds = append(st.kinds, KindAllBlocksCleared)
+		st.kinds = append(st.kinds, kvevents.KindAllBlocksCleared)
 	}
 	return nil
 }
 
-func (st *decodeState) finishStored(f *evFields) *Error {
+func (st *decodeState) finishStored(f *evFields) *kvevents.Error {
 	if !f.hasHashes || !f.hasTokens || !f.hasBlockSize {
-		return errf(KindBadField, "BlockStored lacks block_hashes, token_ids or block_size")
+		return errf(kvevents.KindBadField, "BlockStored lacks block_hashes, token_ids or block_size")
 	}
-	nh, nt := f.h1-f.h0, f.t1-f.t0
-	if nh == 0 {
-		return errf(KindBadField, "BlockStored with no block hashes")
+	s := kvevents.BlockStored{
+		BlockHashes: st.hashes[f.h0:f.h1],
+		TokenIDs:    st.tokens[f.t0:f.t1],
+		BlockSize:   int(f.blockSize),
+		ExtraKeys:   f.extra,
+		GroupKind:   f.kind,
 	}
-	if f.blockSize <= 0 || f.blockSize > int64(st.lim.MaxTokensPerEvent) {
-		return errf(KindBadField, "block_size %d out of range", f.blockSize)
+	if err := st.lim.CheckStored(&s, f.hasGroup); err != nil {
+		return err
 	}
-	bs := int(f.blockSize)
-	sparse := false
-	switch {
-	case nt == bs*nh:
-	case nh == 1 && nt > 0 && nt < bs:
-		// SGLang short last page reported with the full page size (never
-		// read as sparse: a group skipping null blocks has more tokens
-		// than its hashes cover, not fewer).
-		bs = nt
-	case f.hasGroup || !f.kind.PrefixGroup():
-		// A group that skipped (null) blocks: valid, but not a prefix.
-		sparse = true
+	if s.Sparse {
 		f.t1 = f.t0
 		st.tokens = st.tokens[:f.t0]
-	default:
-		return errf(KindTokenCountMismatch, "%d token ids for %d blocks of %d", nt, nh, bs)
-	}
-	if f.extra != nil && len(f.extra) != nh {
-		return errf(KindBadField, "%d extra_keys entries for %d blocks", len(f.extra), nh)
 	}
 	lora := string(f.loraName)
 	if lora == "" && f.hasLoRAID {
 		lora = "#" + strconv.FormatInt(f.loraID, 10)
 	}
 	salt := string(f.salt)
-	extra := f.extra
+	extra := s.ExtraKeys
 	if extra != nil {
 		extra, salt = namespaceExtraKeys(extra, f, salt)
 	}
-	st.stored = append(st.stored, BlockStored{
+	st.stored = append(st.stored, kvevents.BlockStored{
 		ParentHash: f.parent,
 		HasParent:  f.hasParent,
-		BlockSize:  bs,
+		BlockSize:  s.BlockSize,
 		LoRAName:   lora,
 		Medium:     f.medium,
 		ExtraKeys:  extra,
 		CacheSalt:  salt,
 		Group:      f.group,
 		GroupKind:  f.kind,
-		Sparse:     sparse,
+		Sparse:     s.Sparse,
 		Lookahead:  f.lookahead,
 	})
 	st.spans = append(st.spans, span{h0: f.h0, h1: f.h1, t0: f.t0, t1: f.t1})
-	st.kinds = append(st.kinds, KindBlockStored)
+	st.kinds = append(st.kinds, kvevents.KindBlockStored)
 	return nil
 }
 
-func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
+func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error {
 	switch fid {
 	case fHashes:
 		n, err := r.arrayLen()
 		if err != nil {
-			return errf(KindBadField, "block_hashes is not an array")
+			return errf(kvevents.KindBadField, "block_hashes is not an array")
 		}
-		if n > st.lim.MaxHashesPerEvent {
-			return errf(KindAbsurdSize, "%d block hashes exceed %d", n, st.lim.MaxHashesPerEvent)
+		if err := st.lim.CheckHashes(n); err != nil {
+			return err
 		}
 		f.h0 = len(st.hashes)
 		for i := 0; i < n; i++ {
@@ -260,10 +255,10 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 	case fTokens:
 		n, err := r.arrayLen()
 		if err != nil {
-			return errf(KindBadField, "token_ids is not an array")
+			return errf(kvevents.KindBadField, "token_ids is not an array")
 		}
-		if n > st.lim.MaxTokensPerEvent {
-			return errf(KindAbsurdSize, "%d token ids exceed %d", n, st.lim.MaxTokensPerEvent)
+		if err := st.lim.CheckTokens(n); err != nil {
+			return err
 		}
 		f.t0 = len(st.tokens)
 		for i := 0; i < n; i++ {
@@ -278,7 +273,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 	case fBlockSize:
 		v, neg, ok := r.integer()
 		if !ok || neg || v > math.MaxInt32 {
-			return errf(KindBadField, "block_size is not a positive integer")
+			return errf(kvevents.KindBadField, "block_size is not a positive integer")
 		}
 		f.blockSize, f.hasBlockSize = int64(v), true
 	case fLoRAID:
@@ -287,7 +282,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 		}
 		v, _, ok := r.integer()
 		if !ok {
-			return errf(KindBadField, "lora_id is not an integer")
+			return errf(kvevents.KindBadField, "lora_id is not an integer")
 		}
 		f.loraID, f.hasLoRAID = int64(v), true
 	case fMedium:
@@ -295,10 +290,10 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 			return nil
 		}
 		if !r.isStr() {
-			return errf(KindBadField, "medium is not a string")
+			return errf(kvevents.KindBadField, "medium is not a string")
 		}
 		s, _ := r.str()
-		f.medium, f.hasMedium = ParseMedium(string(s)), true
+		f.medium, f.hasMedium = kvevents.ParseMedium(string(s)), true
 	case fLoRANameOrMeta:
 		if r.isMap() { // SGLang's 7th positional field
 			return st.metadata(r, f)
@@ -307,7 +302,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 			return nil
 		}
 		if !r.isStr() {
-			return errf(KindBadField, "lora_name is not a string")
+			return errf(kvevents.KindBadField, "lora_name is not a string")
 		}
 		f.loraName, _ = r.str()
 	case fMetadata:
@@ -315,7 +310,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 			return nil
 		}
 		if !r.isMap() {
-			return errf(KindBadField, "metadata is not a map")
+			return errf(kvevents.KindBadField, "metadata is not a map")
 		}
 		return st.metadata(r, f)
 	case fCacheSalt:
@@ -326,7 +321,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 		}
 		n, err := r.arrayLen()
 		if err != nil {
-			return errf(KindBadField, "extra_keys is not an array")
+			return errf(kvevents.KindBadField, "extra_keys is not an array")
 		}
 		var keys []string
 		for i := 0; i < n; i++ {
@@ -353,7 +348,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 			return nil
 		}
 		if !r.isStr() {
-			return errf(KindBadField, "kv_cache_spec_kind is not a string")
+			return errf(kvevents.KindBadField, "kv_cache_spec_kind is not a string")
 		}
 		s, _ := r.str()
 		f.kind = groupKind(s)
@@ -363,7 +358,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 		}
 		v, neg, ok := r.integer()
 		if !ok || neg || v > math.MaxInt32 {
-			return errf(KindBadField, "group_idx is not an integer in [0, 2^31)")
+			return errf(kvevents.KindBadField, "group_idx is not an integer in [0, 2^31)")
 		}
 		f.group, f.hasGroup = int32(v), true
 	case fLookahead:
@@ -372,7 +367,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 		}
 		n, err := r.arrayLen()
 		if err != nil {
-			return errf(KindBadField, "lookahead_token_ids is not an array")
+			return errf(kvevents.KindBadField, "lookahead_token_ids is not an array")
 		}
 		for i := 0; i < n; i++ {
 			_ = r.skip()
@@ -387,113 +382,26 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *Error {
 // groupKind classifies a kv_cache_spec_kind string. Kinds not known to be
 // windowed or state-space are taken as full attention variants (MLA and the
 // like).
-func groupKind(kind []byte) GroupKind {
+func groupKind(kind []byte) kvevents.GroupKind {
 	k := bytes.ToLower(kind)
 	switch {
 	case bytes.Contains(k, []byte("sliding")) || bytes.Contains(k, []byte("local")) || bytes.Contains(k, []byte("window")):
-		return GroupKindWindowed
+		return kvevents.GroupKindWindowed
 	case bytes.Contains(k, []byte("mamba")) || bytes.Contains(k, []byte("state")) || bytes.Contains(k, []byte("linear")):
-		return GroupKindState
+		return kvevents.GroupKindState
 	default:
-		return GroupKindFull
+		return kvevents.GroupKindFull
 	}
 }
 
-// namespaceExtraKeys removes from vLLM's per-block extra keys what sluice
-// expresses as a namespace instead, and returns the remaining keys (nil
-// when none is left) and the cache salt. vLLM builds a block's extra keys
-// as (multimodal keys…, LoRA name, cache salt on the first block of a
-// request, prompt-embedding hash): elements equal to the event's lora_name
-// (or lora_id) go; on the first block of a chain (no parent), a single
-// string left over is the cache salt — if it is really a multimodal hash,
-// reading it as a salt still keeps the blocks away from every request that
-// lacks it. Whatever else is left makes its block unmatchable by a request
-// that has no extra keys, which Decide cannot express.
-func namespaceExtraKeys(extra []string, f *evFields, salt string) ([]string, string) {
-	var out []string
-	for i, raw := range extra {
-		if raw == "" {
-			continue
-		}
-		keep := keptExtraElems(raw, f)
-		if i == 0 && !f.hasParent && len(keep) == 1 {
-			r := reader{b: keep[0]}
-			if r.isStr() {
-				s, _ := r.str()
-				if salt == "" {
-					salt = string(s)
-				}
-				if salt == string(s) {
-					keep = nil
-				}
-			}
-		}
-		if len(keep) == 0 {
-			continue
-		}
-		if out == nil {
-			out = make([]string, len(extra))
-		}
-		out[i] = encodeElems(keep)
-	}
-	return out, salt
-}
-
-// keptExtraElems splits one block's raw extra keys (a msgpack array, or a
-// single value) into element encodings, minus the adapter's name or id.
-func keptExtraElems(raw string, f *evFields) [][]byte {
-	r := reader{b: []byte(raw)}
-	n := 1
-	if r.isArray() {
-		n, _ = r.arrayLen()
-	}
-	var keep [][]byte
-	for j := 0; j < n; j++ {
-		start := r.off
-		if err := r.skip(); err != nil {
-			break
-		}
-		elem := r.b[start:r.off]
-		er := reader{b: elem}
-		switch {
-		case len(f.loraName) > 0 && er.isStr():
-			if s, _ := er.str(); string(s) == string(f.loraName) {
-				continue
-			}
-		case f.hasLoRAID && er.isInt():
-			if v, _, _ := er.integer(); int64(v) == f.loraID {
-				continue
-			}
-		}
-		keep = append(keep, elem)
-	}
-	return keep
-}
-
-// encodeElems encodes elements as one msgpack array, so a block's extra
-// keys that lost nothing keep their wire encoding.
-func encodeElems(elems [][]byte) string {
-	var b []byte
-	switch n := len(elems); {
-	case n < 16:
-		b = append(b, 0x90|byte(n))
-	default:
-		b = append(b, 0xdc, byte(n>>8), byte(n))
-	}
-	for _, e := range elems {
-		b = append(b, e...)
-	}
-	return string(b)
-}
-
-func (st *decodeState) metadata(r *reader, f *evFields) *Error {
+func (st *decodeState) metadata(r *reader, f *evFields) *kvevents.Error {
 	n, err := r.mapLen()
 	if err != nil {
-		return errf(KindBadField, "metadata is not a map")
+		return errf(kvevents.KindBadField, "metadata is not a map")
 	}
 	for i := 0; i < n; i++ {
 		if !r.isStr() {
-			return errf(KindBadField, "metadata key is not a string")
+			return errf(kvevents.KindBadField, "metadata key is not a string")
 		}
 		k, _ := r.str()
 		if string(k) == "cache_salt" {
@@ -507,12 +415,12 @@ func (st *decodeState) metadata(r *reader, f *evFields) *Error {
 	return nil
 }
 
-func cacheSalt(r *reader, f *evFields) *Error {
+func cacheSalt(r *reader, f *evFields) *kvevents.Error {
 	if r.isNil() {
 		return nil
 	}
 	if !r.isStr() {
-		return errf(KindBadField, "cache_salt is not a string")
+		return errf(kvevents.KindBadField, "cache_salt is not a string")
 	}
 	f.salt, _ = r.str()
 	return nil
@@ -520,7 +428,7 @@ func cacheSalt(r *reader, f *evFields) *Error {
 
 // hash reads one engine block hash: an integer (negative int64 cast
 // bitwise) or a bin whose last 8 bytes are read big-endian.
-func hash(r *reader) (uint64, *Error) {
+func hash(r *reader) (uint64, *kvevents.Error) {
 	if r.isInt() {
 		v, _, _ := r.integer()
 		return v, nil
@@ -529,26 +437,26 @@ func hash(r *reader) (uint64, *Error) {
 	if c == 0xc4 || c == 0xc5 || c == 0xc6 {
 		b, _ := r.str()
 		if len(b) < 8 {
-			return 0, errf(KindBadHash, "bin hash of %d bytes, want at least 8", len(b))
+			return 0, errf(kvevents.KindBadHash, "bin hash of %d bytes, want at least 8", len(b))
 		}
 		b = b[len(b)-8:]
 		return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
 			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]), nil
 	}
-	return 0, errf(KindBadHash, "hash of msgpack type 0x%02x", c)
+	return 0, errf(kvevents.KindBadHash, "hash of msgpack type 0x%02x", c)
 }
 
 // token reads one token id, or the first of an SGLang EAGLE bigram
 // [t[i], t[i+1]] (pair reports which).
-func token(r *reader) (t uint32, pair bool, err *Error) {
+func token(r *reader) (t uint32, pair bool, err *kvevents.Error) {
 	if r.isArray() {
 		n, _ := r.arrayLen()
 		if n == 0 {
-			return 0, false, errf(KindBadToken, "empty token pair")
+			return 0, false, errf(kvevents.KindBadToken, "empty token pair")
 		}
 		v, neg, ok := r.integer()
 		if !ok || neg || v > math.MaxUint32 {
-			return 0, false, errf(KindBadToken, "token pair element is not a uint32")
+			return 0, false, errf(kvevents.KindBadToken, "token pair element is not a uint32")
 		}
 		for i := 1; i < n; i++ {
 			_ = r.skip()
@@ -557,7 +465,7 @@ func token(r *reader) (t uint32, pair bool, err *Error) {
 	}
 	v, neg, ok := r.integer()
 	if !ok || neg || v > math.MaxUint32 {
-		return 0, false, errf(KindBadToken, "token id is not a uint32")
+		return 0, false, errf(kvevents.KindBadToken, "token id is not a uint32")
 	}
 	return uint32(v), false, nil
 }

@@ -1,11 +1,12 @@
-package kvevents
+package kvwire
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/state/kvevents"
 )
 
 // qwenTokens are the token ids of the real vLLM 0.26 batch in docs/wire-formats.md.
@@ -20,7 +21,7 @@ func TestDecodeGolden(t *testing.T) {
 	tests := []struct {
 		name  string
 		build any
-		want  Batch
+		want  kvevents.Batch
 	}{
 		{
 			name: "vllm_026_map_events",
@@ -37,9 +38,9 @@ func TestDecodeGolden(t *testing.T) {
 				{"group_idx", 0},
 				{"kv_cache_spec_kind", "full_attention"},
 			}}, 0},
-			want: Batch{Time: tsTime, DPRank: 0, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
-				BlockHashes: []uint64{15760518052499183552}, TokenIDs: qwenTokens, BlockSize: 16, Medium: MediumGPU,
-				GroupKind: GroupKindFull,
+			want: kvevents.Batch{Time: tsTime, DPRank: 0, HasRank: true, Events: []kvevents.Event{{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
+				BlockHashes: []uint64{15760518052499183552}, TokenIDs: qwenTokens, BlockSize: 16, Medium: kvevents.MediumGPU,
+				GroupKind: kvevents.GroupKindFull,
 			}}}},
 		},
 		{
@@ -49,13 +50,13 @@ func TestDecodeGolden(t *testing.T) {
 					[]any{nil, []any{"mm-hash-1", 7}}, 0, "full_attention", nil},
 				[]any{"BlockRemoved", []uint64{1 << 63}, "CPU", 0},
 			}, 2},
-			want: Batch{Time: tsTime, DPRank: 2, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{
+			want: kvevents.Batch{Time: tsTime, DPRank: 2, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
 					BlockHashes: []uint64{1 << 63, 2}, ParentHash: 99, HasParent: true, TokenIDs: tokens32, BlockSize: 16,
-					LoRAName: "adapter-a", Medium: MediumCPU, ExtraKeys: []string{"", "\x92\xa9mm-hash-1\x07"},
-					GroupKind: GroupKindFull,
+					LoRAName: "adapter-a", Medium: kvevents.MediumCPU, ExtraKeys: []string{"", "\x92\xa9mm-hash-1\x07"},
+					GroupKind: kvevents.GroupKindFull,
 				}},
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{1 << 63}, Medium: MediumCPU}},
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{1 << 63}, Medium: kvevents.MediumCPU}},
 			}},
 		},
 		{
@@ -66,11 +67,11 @@ func TestDecodeGolden(t *testing.T) {
 				[]any{"BlockRemoved", []uint64{5, 6}},
 				[]any{"AllBlocksCleared"},
 			}},
-			want: Batch{Time: tsTime, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{5}, TokenIDs: seq(0, 16), BlockSize: 16}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{6}, ParentHash: 5, HasParent: true, TokenIDs: seq(16, 16), BlockSize: 16, LoRAName: "#4"}},
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{5, 6}, AllTiers: true}},
-				{Kind: KindAllBlocksCleared},
+			want: kvevents.Batch{Time: tsTime, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{5}, TokenIDs: seq(0, 16), BlockSize: 16}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{6}, ParentHash: 5, HasParent: true, TokenIDs: seq(16, 16), BlockSize: 16, LoRAName: "#4"}},
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{5, 6}, AllTiers: true}},
+				{Kind: kvevents.KindAllBlocksCleared},
 			}},
 		},
 		{
@@ -83,9 +84,9 @@ func TestDecodeGolden(t *testing.T) {
 				}},
 				{"data_parallel_rank", 3},
 			},
-			want: Batch{Time: tsTime, DPRank: 3, HasRank: true, Events: []Event{
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{7}, AllTiers: true}},
-				{Kind: KindAllBlocksCleared},
+			want: kvevents.Batch{Time: tsTime, DPRank: 3, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{7}, AllTiers: true}},
+				{Kind: kvevents.KindAllBlocksCleared},
 			}},
 		},
 		{
@@ -93,7 +94,7 @@ func TestDecodeGolden(t *testing.T) {
 			build: []any{tsFloat, []any{omap{
 				{"block_hashes", []int64{-1}}, {"token_ids", seq(0, 4)}, {"block_size", 4}, {"type", "BlockStored"},
 			}}, nil},
-			want: Batch{Time: tsTime, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+			want: kvevents.Batch{Time: tsTime, Events: []kvevents.Event{{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
 				BlockHashes: []uint64{^uint64(0)}, TokenIDs: seq(0, 4), BlockSize: 4,
 			}}}},
 		},
@@ -105,13 +106,13 @@ func TestDecodeGolden(t *testing.T) {
 				[]any{"BlockRemoved", []int64{-42}, "CPU_PINNED"},
 				[]any{"BlockStored", []int64{43}, int64(42), seq(8, 3), 3, nil, nil}, // short last page
 			}, 1},
-			want: Batch{Time: tsTime, DPRank: 1, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{
+			want: kvevents.Batch{Time: tsTime, DPRank: 1, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
 					BlockHashes: []uint64{uint64(1<<64 - 42), 42}, ParentHash: uint64(1<<64 - 7), HasParent: true,
-					TokenIDs: seq(0, 8), BlockSize: 4, Medium: MediumCPU, CacheSalt: "tenant-1",
+					TokenIDs: seq(0, 8), BlockSize: 4, Medium: kvevents.MediumCPU, CacheSalt: "tenant-1",
 				}},
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 42)}, Medium: MediumCPU}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{43}, ParentHash: 42, HasParent: true, TokenIDs: seq(8, 3), BlockSize: 3}},
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 42)}, Medium: kvevents.MediumCPU}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{43}, ParentHash: 42, HasParent: true, TokenIDs: seq(8, 3), BlockSize: 3}},
 			}},
 		},
 		{
@@ -119,7 +120,7 @@ func TestDecodeGolden(t *testing.T) {
 			build: []any{tsFloat, []any{
 				[]any{"BlockStored", []int64{11}, nil, [][]uint32{{1, 2}, {2, 3}, {3, 4}, {4, 5}}, 4},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
 				BlockHashes: []uint64{11}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Lookahead: true,
 			}}}},
 		},
@@ -128,7 +129,7 @@ func TestDecodeGolden(t *testing.T) {
 			build: []any{tsFloat, []any{
 				[]any{"BlockStored", [][]byte{bin32(0x0102030405060708)}, bin32(0xFFFFFFFFFFFFFFFF), seq(0, 2), 2},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{{Kind: KindBlockStored, Stored: &BlockStored{
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{
 				BlockHashes: []uint64{0x0102030405060708}, ParentHash: ^uint64(0), HasParent: true, TokenIDs: seq(0, 2), BlockSize: 2,
 			}}}},
 		},
@@ -141,10 +142,10 @@ func TestDecodeGolden(t *testing.T) {
 				[]any{"BlockStored", []uint64{3}, nil, seq(0, 16), 16, nil, "GPU", nil, nil, 0, "full_attention", nil},
 			}, 0},
 			// Every group's events are returned; the index decides which it keeps.
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 1, GroupKind: GroupKindWindowed}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 2, GroupKind: GroupKindState}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{3}, TokenIDs: seq(0, 16), BlockSize: 16, GroupKind: GroupKindFull}},
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 1, GroupKind: kvevents.GroupKindWindowed}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 16), BlockSize: 16, Group: 2, GroupKind: kvevents.GroupKindState}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{3}, TokenIDs: seq(0, 16), BlockSize: 16, GroupKind: kvevents.GroupKindFull}},
 			}},
 		},
 		{
@@ -164,12 +165,12 @@ func TestDecodeGolden(t *testing.T) {
 				omap{{"type", "BlockRemoved"}, {"block_hashes", []uint64{10}}, {"medium", "GPU"}, {"group_idx", 1},
 					{"locality", "LOCAL"}, {"ownership", nil}},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16, Group: 1}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{13}, ParentHash: 11, HasParent: true,
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{10, 11}, TokenIDs: seq(0, 32), BlockSize: 16, Group: 1}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{13}, ParentHash: 11, HasParent: true,
 					BlockSize: 16, Group: 1, Sparse: true}},
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{10}, Group: 1}},
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{10}, Group: 1}},
 			}},
 		},
 		{
@@ -190,15 +191,15 @@ func TestDecodeGolden(t *testing.T) {
 				omap{{"type", "BlockStored"}, {"block_hashes", []uint64{31}}, {"parent_block_hash", nil},
 					{"token_ids", seq(0, 16)}, {"block_size", 16}, {"medium", "HBM_NEXT"}},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{20, 21}, TokenIDs: seq(100, 32), BlockSize: 16,
-					LoRAName: "sql-lora", Medium: MediumDisk, CacheSalt: "salt-A", GroupKind: GroupKindFull, Lookahead: true}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{22}, ParentHash: 21, HasParent: true,
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{20, 21}, TokenIDs: seq(100, 32), BlockSize: 16,
+					LoRAName: "sql-lora", Medium: kvevents.MediumDisk, CacheSalt: "salt-A", GroupKind: kvevents.GroupKindFull, Lookahead: true}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{22}, ParentHash: 21, HasParent: true,
 					TokenIDs: seq(132, 16), BlockSize: 16, LoRAName: "sql-lora", ExtraKeys: []string{"\x91\xa6mm-abc"}}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{30}, TokenIDs: seq(0, 16), BlockSize: 16,
-					Medium: MediumCPU, ExtraKeys: []string{"\x92\xa6mm-img\x03"}}},
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{31}, TokenIDs: seq(0, 16), BlockSize: 16,
-					Medium: MediumUnknown}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{30}, TokenIDs: seq(0, 16), BlockSize: 16,
+					Medium: kvevents.MediumCPU, ExtraKeys: []string{"\x92\xa6mm-img\x03"}}},
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{31}, TokenIDs: seq(0, 16), BlockSize: 16,
+					Medium: kvevents.MediumUnknown}},
 			}},
 		},
 		{
@@ -211,10 +212,10 @@ func TestDecodeGolden(t *testing.T) {
 					{"cache_salt", "t1"}, {"session_id", nil}, {"lora_name", "ad"}},
 				omap{{"type", "BlockRemoved"}, {"block_hashes", []int64{-5}}, {"medium", "CPU_PINNED"}},
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true, Events: []Event{
-				{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{uint64(1<<64 - 5), 6}, TokenIDs: seq(0, 2), BlockSize: 1,
-					LoRAName: "ad", Medium: MediumCPU, CacheSalt: "t1"}},
-				{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 5)}, Medium: MediumCPU}},
+			want: kvevents.Batch{Time: tsTime, HasRank: true, Events: []kvevents.Event{
+				{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{uint64(1<<64 - 5), 6}, TokenIDs: seq(0, 2), BlockSize: 1,
+					LoRAName: "ad", Medium: kvevents.MediumCPU, CacheSalt: "t1"}},
+				{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{uint64(1<<64 - 5)}, Medium: kvevents.MediumCPU}},
 			}},
 		},
 		{
@@ -230,19 +231,19 @@ func TestDecodeGolden(t *testing.T) {
 				omap{{"block_hashes", []uint64{9}}},                            // map without type
 				[]any{"BlockRemoved", []uint64{1}, "NVME"},                     // unknown medium is kept, index ignores it
 			}, 0},
-			want: Batch{Time: tsTime, HasRank: true,
-				Events: []Event{
-					{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16}},
-					{Kind: KindBlockStored, Stored: &BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 15), BlockSize: 15}},
-					{Kind: KindBlockRemoved, Removed: &BlockRemoved{BlockHashes: []uint64{1}, Medium: MediumUnknown}},
+			want: kvevents.Batch{Time: tsTime, HasRank: true,
+				Events: []kvevents.Event{
+					{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: seq(0, 16), BlockSize: 16}},
+					{Kind: kvevents.KindBlockStored, Stored: &kvevents.BlockStored{BlockHashes: []uint64{2}, TokenIDs: seq(0, 15), BlockSize: 15}},
+					{Kind: kvevents.KindBlockRemoved, Removed: &kvevents.BlockRemoved{BlockHashes: []uint64{1}, Medium: kvevents.MediumUnknown}},
 				},
-				Skipped: []*Error{
-					{Kind: KindUnknownEventTag, Event: 1},
-					{Kind: KindTokenCountMismatch, Event: 3},
-					{Kind: KindBadHash, Event: 4},
-					{Kind: KindBadHash, Event: 5},
-					{Kind: KindBadToken, Event: 6},
-					{Kind: KindUnknownEventTag, Event: 7},
+				Skipped: []*kvevents.Error{
+					{Kind: kvevents.KindUnknownEventTag, Event: 1},
+					{Kind: kvevents.KindTokenCountMismatch, Event: 3},
+					{Kind: kvevents.KindBadHash, Event: 4},
+					{Kind: kvevents.KindBadHash, Event: 5},
+					{Kind: kvevents.KindBadToken, Event: 6},
+					{Kind: kvevents.KindUnknownEventTag, Event: 7},
 				},
 			},
 		},
@@ -254,7 +255,7 @@ func TestDecodeGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeMsgpack(%s) error: %v", tc.name, err)
 			}
-			opts := cmp.Options{cmp.Comparer(func(a, b *Error) bool {
+			opts := cmp.Options{cmp.Comparer(func(a, b *kvevents.Error) bool {
 				return a.Kind == b.Kind && a.Event == b.Event
 			})}
 			if diff := cmp.Diff(tc.want, got, opts); diff != "" {
@@ -265,29 +266,26 @@ func TestDecodeGolden(t *testing.T) {
 }
 
 func TestDecodeBatchErrors(t *testing.T) {
-	small, err := NewDecoder(Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 2, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
+	small := &decoder{lim: kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 2, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32}}
 	good := encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}}, 0})
 	tests := []struct {
 		name    string
 		payload []byte
-		dec     *Decoder
-		want    ErrorKind
+		dec     *decoder
+		want    kvevents.ErrorKind
 	}{
-		{name: "empty", payload: nil, want: KindMalformed},
-		{name: "reserved type byte", payload: []byte{0xc1}, want: KindMalformed},
-		{name: "truncated", payload: good[:len(good)-1], want: KindMalformed},
-		{name: "trailing bytes", payload: append(append([]byte{}, good...), 0x01), want: KindMalformed},
-		{name: "integer batch", payload: encode(t, 7), want: KindMalformed},
-		{name: "array of one", payload: encode(t, []any{tsFloat}), want: KindMalformed},
-		{name: "events not an array", payload: encode(t, []any{tsFloat, "x"}), want: KindMalformed},
-		{name: "map without events", payload: encode(t, omap{{"ts", tsFloat}}), want: KindMalformed},
-		{name: "huge array length", payload: []byte{0x92, 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}, want: KindMalformed},
-		{name: "negative rank", payload: encode(t, []any{tsFloat, []any{}, -1}), want: KindBadField},
-		{name: "nan ts", payload: encode(t, []any{"x", []any{}}), want: KindMalformed},
-		{name: "too many events", dec: small, payload: encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}}}), want: KindAbsurdSize},
+		{name: "empty", payload: nil, want: kvevents.KindMalformed},
+		{name: "reserved type byte", payload: []byte{0xc1}, want: kvevents.KindMalformed},
+		{name: "truncated", payload: good[:len(good)-1], want: kvevents.KindMalformed},
+		{name: "trailing bytes", payload: append(append([]byte{}, good...), 0x01), want: kvevents.KindMalformed},
+		{name: "integer batch", payload: encode(t, 7), want: kvevents.KindMalformed},
+		{name: "array of one", payload: encode(t, []any{tsFloat}), want: kvevents.KindMalformed},
+		{name: "events not an array", payload: encode(t, []any{tsFloat, "x"}), want: kvevents.KindMalformed},
+		{name: "map without events", payload: encode(t, omap{{"ts", tsFloat}}), want: kvevents.KindMalformed},
+		{name: "huge array length", payload: []byte{0x92, 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}, want: kvevents.KindMalformed},
+		{name: "negative rank", payload: encode(t, []any{tsFloat, []any{}, -1}), want: kvevents.KindBadField},
+		{name: "nan ts", payload: encode(t, []any{"x", []any{}}), want: kvevents.KindMalformed},
+		{name: "too many events", dec: small, payload: encode(t, []any{tsFloat, []any{[]any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}, []any{"AllBlocksCleared"}}}), want: kvevents.KindAbsurdSize},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,13 +293,12 @@ func TestDecodeBatchErrors(t *testing.T) {
 			if dec == nil {
 				dec = defaultDecoder
 			}
-			b, err := dec.Decode(tc.payload)
-			var de *Error
-			if !errors.As(err, &de) || !errors.Is(err, ErrDecode) {
-				t.Fatalf("Decode() = %+v, %v; want a *Error of kind %s", b, err, tc.want)
+			b, de := dec.msgpack(tc.payload)
+			if de == nil {
+				t.Fatalf("Decode() = %+v, nil; want a *kvevents.Error of kind %s", b, tc.want)
 			}
 			if de.Kind != tc.want || de.Event != -1 {
-				t.Errorf("Decode() error kind %s event %d, want %s event -1 (%v)", de.Kind, de.Event, tc.want, err)
+				t.Errorf("Decode() error kind %s event %d, want %s event -1 (%v)", de.Kind, de.Event, tc.want, de)
 			}
 			if len(b.Events) != 0 {
 				t.Errorf("Decode() returned %d events with a batch error", len(b.Events))
@@ -311,43 +308,25 @@ func TestDecodeBatchErrors(t *testing.T) {
 }
 
 func TestDecodeEventLimits(t *testing.T) {
-	dec, err := NewDecoder(Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 10, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := &decoder{lim: kvevents.Limits{MaxPayloadBytes: 1 << 20, MaxEventsPerBatch: 10, MaxHashesPerEvent: 2, MaxTokensPerEvent: 32}}
 	payload := encode(t, []any{tsFloat, []any{
 		[]any{"BlockStored", []uint64{1, 2, 3}, nil, seq(0, 3), 1},
 		[]any{"BlockStored", []uint64{1}, nil, seq(0, 33), 33},
 		[]any{"BlockStored", []uint64{1, 2}, nil, seq(0, 32), 16},
 	}})
-	b, err := dec.Decode(payload)
+	b, err := dec.msgpack(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []ErrorKind
+	var kinds []kvevents.ErrorKind
 	for _, e := range b.Skipped {
 		kinds = append(kinds, e.Kind)
 	}
-	if diff := cmp.Diff([]ErrorKind{KindAbsurdSize, KindAbsurdSize}, kinds); diff != "" {
+	if diff := cmp.Diff([]kvevents.ErrorKind{kvevents.KindAbsurdSize, kvevents.KindAbsurdSize}, kinds); diff != "" {
 		t.Errorf("Decode() skipped kinds mismatch (-want +got):\n%s", diff)
 	}
 	if len(b.Events) != 1 {
 		t.Errorf("Decode() kept %d events, want 1", len(b.Events))
-	}
-	if err := (Limits{}).Validate(); err == nil {
-		t.Error("zero Limits validated")
-	}
-}
-
-func TestParseMedium(t *testing.T) {
-	for in, want := range map[string]Medium{
-		"": MediumGPU, "GPU": MediumGPU, "gpu": MediumGPU, "CPU": MediumCPU, "CPU_PINNED": MediumCPU,
-		"STORAGE": MediumDisk, "DISK": MediumDisk, "EXTERNAL": MediumExternal,
-		"NVME": MediumUnknown, "CPU_TIER2": MediumUnknown,
-	} {
-		if got := ParseMedium(in); got != want {
-			t.Errorf("ParseMedium(%q) = %v, want %v", in, got, want)
-		}
 	}
 }
 
@@ -366,26 +345,29 @@ func FuzzDecodeMsgpack(f *testing.F) {
 		}
 		for i, ev := range b.Events {
 			switch ev.Kind {
-			case KindBlockStored:
+			case kvevents.KindBlockStored:
 				s := ev.Stored
 				if s == nil || len(s.BlockHashes) == 0 || s.BlockSize <= 0 {
-					t.Fatalf("event %d: invalid BlockStored %+v", i, s)
+					t.Fatalf("event %d: invalid kvevents.BlockStored %+v", i, s)
 				}
 				if s.Sparse {
 					if len(s.TokenIDs) != 0 {
-						t.Fatalf("event %d: sparse BlockStored with %d tokens", i, len(s.TokenIDs))
+						t.Fatalf("event %d: sparse kvevents.BlockStored with %d tokens", i, len(s.TokenIDs))
 					}
 				} else if len(s.TokenIDs) != s.BlockSize*len(s.BlockHashes) {
-					t.Fatalf("event %d: invalid BlockStored %+v", i, s)
+					t.Fatalf("event %d: invalid kvevents.BlockStored %+v", i, s)
 				}
 				if s.ExtraKeys != nil && len(s.ExtraKeys) != len(s.BlockHashes) {
 					t.Fatalf("event %d: %d extra keys for %d hashes", i, len(s.ExtraKeys), len(s.BlockHashes))
 				}
-			case KindBlockRemoved:
+				if !s.Canonical() {
+					t.Fatalf("event %d: not Canonical: %+v", i, s)
+				}
+			case kvevents.KindBlockRemoved:
 				if ev.Removed == nil {
 					t.Fatalf("event %d: nil Removed", i)
 				}
-			case KindAllBlocksCleared:
+			case kvevents.KindAllBlocksCleared:
 			default:
 				t.Fatalf("event %d: kind %v", i, ev.Kind)
 			}
@@ -452,14 +434,14 @@ func TestDecodeSparseNeedsAGroup(t *testing.T) {
 	for _, ev := range b.Events {
 		sparse = append(sparse, ev.Stored.Sparse)
 	}
-	var kinds []ErrorKind
+	var kinds []kvevents.ErrorKind
 	for _, e := range b.Skipped {
 		kinds = append(kinds, e.Kind)
 	}
 	if diff := cmp.Diff([]bool{true, true}, sparse); diff != "" {
 		t.Errorf("Decode() sparse flags mismatch (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]ErrorKind{KindTokenCountMismatch, KindBadField}, kinds); diff != "" {
+	if diff := cmp.Diff([]kvevents.ErrorKind{kvevents.KindTokenCountMismatch, kvevents.KindBadField}, kinds); diff != "" {
 		t.Errorf("Decode() skipped kinds mismatch (-want +got):\n%s", diff)
 	}
 }

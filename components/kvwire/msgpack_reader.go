@@ -1,8 +1,10 @@
-package kvevents
+package kvwire
 
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/sluicehq/sluice/state/kvevents"
 )
 
 // reader is a minimal, allocation-free msgpack reader over one payload. It
@@ -19,8 +21,8 @@ const maxDepth = 32
 
 func (r *reader) left() int { return len(r.b) - r.off }
 
-func (r *reader) malformed(what string) *Error {
-	return errf(KindMalformed, "%s at byte %d", what, r.off)
+func (r *reader) malformed(what string) *kvevents.Error {
+	return errf(kvevents.KindMalformed, "%s at byte %d", what, r.off)
 }
 
 func (r *reader) peek() (byte, bool) {
@@ -67,7 +69,7 @@ func (r *reader) isNil() bool {
 
 // containerLen reads an array (wantMap false) or map header. Each element
 // takes at least one byte (two per map entry), which bounds the length.
-func (r *reader) containerLen(wantMap bool) (int, *Error) {
+func (r *reader) containerLen(wantMap bool) (int, *kvevents.Error) {
 	c, ok := r.peek()
 	if !ok {
 		return 0, r.malformed("unexpected end")
@@ -105,8 +107,8 @@ func (r *reader) containerLen(wantMap bool) (int, *Error) {
 	return int(n), nil
 }
 
-func (r *reader) arrayLen() (int, *Error) { return r.containerLen(false) }
-func (r *reader) mapLen() (int, *Error)   { return r.containerLen(true) }
+func (r *reader) arrayLen() (int, *kvevents.Error) { return r.containerLen(false) }
+func (r *reader) mapLen() (int, *kvevents.Error)   { return r.containerLen(true) }
 
 // isArray and isMap report the type of the next value without consuming it.
 func (r *reader) isArray() bool {
@@ -120,7 +122,7 @@ func (r *reader) isMap() bool {
 }
 
 // str reads a str (or bin) and returns a view into the payload.
-func (r *reader) str() ([]byte, *Error) {
+func (r *reader) str() ([]byte, *kvevents.Error) {
 	c, ok := r.peek()
 	if !ok {
 		return nil, r.malformed("unexpected end")
@@ -229,9 +231,9 @@ func (r *reader) number() (float64, bool) {
 }
 
 // skip consumes one value of any type.
-func (r *reader) skip() *Error { return r.skipDepth(0) }
+func (r *reader) skip() *kvevents.Error { return r.skipDepth(0) }
 
-func (r *reader) skipDepth(depth int) *Error {
+func (r *reader) skipDepth(depth int) *kvevents.Error {
 	if depth > maxDepth {
 		return r.malformed("nesting too deep")
 	}

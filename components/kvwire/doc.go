@@ -1,0 +1,18 @@
+// Package kvwire reads the records of the KV-event topic (sluice.kv-events.v1)
+// into state/kvevents' domain events. Every wire format sluice accepts for KV
+// events lives here, side by side:
+//
+//   - record.go: the Kafka record framing: the sluice-* headers, the record
+//     key (the engine id) and the format selection (Record, DecodeRecord).
+//   - proto.go: sluice's own protobuf, sluice.v1.KvEventBatch
+//     (proto/sluice/v1/records.proto).
+//   - msgpack_batch.go, msgpack_fields.go, msgpack_namespace.go,
+//     msgpack_reader.go: the engines' own msgpack batches, vLLM and SGLang in
+//     every layout of spec/WIRE.md (the batch framing; one event's field
+//     schema; vLLM extra keys turned into a namespace; the msgpack reader).
+//
+// The rules an event must follow once decoded (block counts, token counts,
+// SGLang short last pages, sparse KV-cache groups, extra keys) and their limits
+// belong to state/kvevents, so that both formats give an event the same
+// verdict. docs/kv-events.md describes the rules and the layers around them.
+package kvwire

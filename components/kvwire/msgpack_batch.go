@@ -1,0 +1,227 @@
+package kvwire
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/state/kvevents"
+)
+
+// DecodeMsgpack decodes one vLLM or SGLang KV-event batch under
+// kvevents.DefaultLimits; a failure is a *kvevents.Error.
+//
+// The batch is an array [ts, events, dp_rank?] or a map {ts, events,
+// data_parallel_rank}; each event a tagged positional array (trailing
+// defaults may be omitted) or a map with a "type" key; hashes as int64 (cast
+// bitwise), uint64 or bin (last 8 bytes, big-endian).
+//
+// Error policy: a payload that is not well-formed msgpack of the batch shape
+// returns a *kvevents.Error (Event -1) and no events. An event that is
+// well-formed msgpack but invalid (unknown tag, bad hash, or one that breaks
+// a rule of kvevents.Limits.CheckStored or CheckRemoved) is skipped and
+// reported in Batch.Skipped; the other events are returned and should be
+// applied, so one bad event never discards its neighbours.
+//
+// Events of every KV-cache group are returned with their Group and
+// GroupKind: the index, not the decoder, decides which groups it keeps, so
+// that it can learn which groups never describe a prefix. SGLang EAGLE token
+// pairs [a, b] contribute their first element: the pairs are overlapping
+// bigrams (t[i], t[i+1]), so the first elements are exactly the token
+// sequence the request side hashes; the event is marked Lookahead, as is a
+// vLLM event with lookahead_token_ids. See docs/kv-events.md.
+func DecodeMsgpack(payload []byte) (kvevents.Batch, error) {
+	b, err := defaultDecoder.msgpack(payload)
+	if err != nil { // a nil *kvevents.Error must not become a non-nil error
+		return b, err
+	}
+	return b, nil
+}
+
+// msgpack decodes one engine batch; see DecodeMsgpack.
+func (d *decoder) msgpack(payload []byte) (kvevents.Batch, *kvevents.Error) {
+	if err := d.lim.CheckPayload(len(payload)); err != nil {
+		return kvevents.Batch{}, err
+	}
+	st := decodeState{lim: &d.lim, r: reader{b: payload}}
+	if err := st.batch(); err != nil {
+		return kvevents.Batch{}, err
+	}
+	if st.r.left() != 0 {
+		return kvevents.Batch{}, st.r.malformed("trailing bytes after batch")
+	}
+	st.finish()
+	return st.out, nil
+}
+
+type decodeState struct {
+	lim *kvevents.Limits
+	r   reader
+	out kvevents.Batch
+
+	hashes  []uint64
+	tokens  []uint32
+	stored  []kvevents.BlockStored
+	removed []kvevents.BlockRemoved
+	spans   []span // per stored/removed entry, indexes into hashes/tokens
+	kinds   []kvevents.Kind
+}
+
+type span struct{ h0, h1, t0, t1 int }
+
+func (st *decodeState) batch() *kvevents.Error {
+	r := &st.r
+	var haveTS, haveEvents bool
+	switch {
+	case r.isArray():
+		n, err := r.arrayLen()
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return r.malformed("batch array shorter than [ts, events]")
+		}
+		if err := st.ts(); err != nil {
+			return err
+		}
+		if err := st.events(); err != nil {
+			return err
+		}
+		if n >= 3 {
+			if err := st.rank(); err != nil {
+				return err
+			}
+		}
+		for i := 3; i < n; i++ {
+			if err := r.skip(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case r.isMap():
+		n, err := r.mapLen()
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if !r.isStr() {
+				return r.malformed("batch map key is not a string")
+			}
+			k, _ := r.str()
+			switch string(k) {
+			case "ts":
+				haveTS = true
+				err = st.ts()
+			case "events":
+				haveEvents = true
+				err = st.events()
+			case "data_parallel_rank", "dp_rank":
+				err = st.rank()
+			default:
+				err = r.skip()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !haveTS || !haveEvents {
+			return r.malformed("batch map lacks ts or events")
+		}
+		return nil
+	default:
+		return r.malformed("batch is neither array nor map")
+	}
+}
+
+func (st *decodeState) ts() *kvevents.Error {
+	if st.r.isNil() {
+		return nil
+	}
+	f, ok := st.r.number()
+	if !ok {
+		return st.r.malformed("ts is not a number")
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1<<40 {
+		return errf(kvevents.KindBadField, "ts %v out of range", f)
+	}
+	// A float64 of Unix seconds carries about 0.2 µs of precision today;
+	// round to whole microseconds so equal inputs give tidy, equal times.
+	sec, frac := math.Modf(f)
+	st.out.Time = time.Unix(int64(sec), int64(math.Round(frac*1e6))*1000).UTC()
+	return nil
+}
+
+func (st *decodeState) rank() *kvevents.Error {
+	r := &st.r
+	if r.isNil() {
+		st.out.HasRank = false
+		return nil
+	}
+	v, neg, ok := r.integer()
+	if !ok {
+		return r.malformed("dp_rank is not an integer")
+	}
+	if neg || v > math.MaxInt32 {
+		return errf(kvevents.KindBadField, "dp_rank %d out of range", int64(v))
+	}
+	st.out.DPRank, st.out.HasRank = int32(v), true
+	return nil
+}
+
+func (st *decodeState) events() *kvevents.Error {
+	r := &st.r
+	n, err := r.arrayLen()
+	if err != nil {
+		return err
+	}
+	if err := st.lim.CheckEvents(n); err != nil {
+		return err
+	}
+	st.kinds = make([]kvevents.Kind, 0, n)
+	for i := 0; i < n; i++ {
+		start := r.off
+		if err := r.skip(); err != nil {
+			return err
+		}
+		ev := reader{b: r.b[:r.off], off: start}
+		nh, nt, ns, nr := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed)
+		if e := st.event(&ev); e != nil {
+			st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
+			st.spans = st.spans[:ns+nr]
+			e.Event = i
+			st.out.Skipped = append(st.out.Skipped, e)
+		}
+	}
+	return nil
+}
+
+// finish builds Events once the arenas no longer move.
+func (st *decodeState) finish() {
+	if len(st.kinds) == 0 {
+		return
+	}
+	st.out.Events = make([]kvevents.Event, len(st.kinds))
+	si, ri, sp := 0, 0, 0
+	for i, k := range st.kinds {
+		ev := kvevents.Event{Kind: k}
+		switch k {
+		case kvevents.KindBlockStored:
+			s := &st.stored[si]
+			p := st.spans[sp]
+			s.BlockHashes = st.hashes[p.h0:p.h1:p.h1]
+			if p.t1 > p.t0 { // a Sparse event has none
+				s.TokenIDs = st.tokens[p.t0:p.t1:p.t1]
+			}
+			ev.Stored = s
+			si++
+			sp++
+		case kvevents.KindBlockRemoved:
+			rm := &st.removed[ri]
+			p := st.spans[sp]
+			rm.BlockHashes = st.hashes[p.h0:p.h1:p.h1]
+			ev.Removed = rm
+			ri++
+			sp++
+		}
+		st.out.Events[i] = ev
+	}
+}
