@@ -17,14 +17,16 @@ const (
 
 // Defaults of the other Config fields, applied by Config.withDefaults.
 const (
-	defaultClientID          = "sluice-ingest"
-	defaultMinBytes          = 1
-	defaultMaxBytes          = 16 << 20
+	defaultClientID = "sluice-ingest"
+	defaultMinBytes = 1
+	// defaultMaxBytes leaves room for one batch holding a record of defaultMaxRecordBytes
+	// plus its framing, so the largest record accepted always fits in one fetch.
+	defaultMaxBytes          = 17 << 20
 	defaultMaxWait           = 100 * time.Millisecond
 	defaultDialTimeout       = 5 * time.Second
 	defaultPartitionRefresh  = 30 * time.Second
 	defaultMaxUnknownEngines = 10_000
-	defaultMaxRecordBytes    = 8 << 20
+	defaultMaxRecordBytes    = 16 << 20 // the KV wire decoders' payload bound (kvevents.DefaultLimits)
 	defaultBadLogInterval    = 30 * time.Second
 	defaultRetryBackoff      = 200 * time.Millisecond
 	defaultUnhealthyAfter    = 5 * time.Second
@@ -53,7 +55,8 @@ type Config struct {
 	// to pick up added partitions. Default 30s.
 	PartitionRefresh time.Duration
 	// MaxRecordBytes is the largest record value accepted; larger records
-	// are counted as absurd_size and skipped. Default 8 MiB.
+	// are counted as absurd_size and skipped. Default 16 MiB, the KV decoders'
+	// payload bound, so every record the broker's topic takes up to 16 MiB is used.
 	MaxRecordBytes int
 	// MaxUnknownEngines bounds how many distinct engine ids the load stream
 	// keeps state for (load is kept for engines not yet registered so it is

@@ -356,3 +356,28 @@ func TestKVMsgpackSeqFromZero(t *testing.T) {
 		})
 	}
 }
+
+// TestKVRecordSizeBound: a record between 8 and 16 MiB (an SGLang-sized prompt sent as one batch,
+// which compose's 16 MiB KV topic and enginelink's -kafka-max-batch-bytes let through) is indexed;
+// only a record above the 16 MiB default is skipped as absurd_size. The decider used to stop at
+// 8 MiB, so such records passed the link and the broker and were silently lost.
+func TestKVRecordSizeBound(t *testing.T) {
+	t.Parallel()
+	k, idx, _, _ := newTestKV(t, KVConfig{})
+	const n = 700_000 // 9-byte hashes and 5-byte token ids: ~9.8 MB of msgpack
+	hashes, toks := make([]uint64, n), make([]uint32, n)
+	for i := range hashes {
+		hashes[i], toks[i] = 1<<63|uint64(i), 100_000+uint32(i)
+	}
+	big := vllmBatch(t, 0, hashes, toks)
+	if len(big) <= 8<<20 || len(big) > 16<<20 {
+		t.Fatalf("test batch is %d bytes, want between 8 and 16 MiB", len(big))
+	}
+	feed(t, k, msgpackRecord("e", "1", "1", big), msgpackRecord("e", "1", "2", make([]byte, 16<<20+1)))
+	if got := idx.count(); got != n {
+		t.Errorf("blocks = %d after a %d-byte record, want %d", got, len(big), n)
+	}
+	if got := testutil.ToFloat64(k.s.m.bad.WithLabelValues("absurd_size")); got != 1 {
+		t.Errorf("bad{absurd_size} = %v, want 1 (the record above 16 MiB)", got)
+	}
+}
