@@ -89,10 +89,11 @@ func TestSnapshotRoundTripAndCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond)
 	// Nothing applied since: a's snapshotter skips; a new one (a restarted
-	// process) writes a second file of the same state.
-	second, err := a.otherSnapshotter(t).Write()
+	// process, its clock a second on) writes a second file of the same state.
+	restarted := a.otherSnapshotter(t)
+	restarted.now = func() time.Time { return time.Now().Add(time.Second) }
+	second, err := restarted.Write()
 	if err != nil {
 		t.Fatal(err)
 	}
