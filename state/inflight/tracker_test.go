@@ -10,37 +10,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/state/clock"
 	"github.com/sluicehq/sluice/state/slots"
 )
 
 var t0 = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // newTracker returns a tracker over engines a, b, c (slots 0, 1, 2) on a fake
 // clock.
-func newTracker(t testing.TB, cfg Config) (*Tracker, *fakeClock) {
+func newTracker(t testing.TB, cfg Config) (*Tracker, *clock.Manual) {
 	t.Helper()
 	st := slots.NewTable()
 	for _, id := range []string{"a", "b", "c"} {
 		st.Intern(id)
 	}
-	clk := &fakeClock{now: t0}
+	clk := clock.NewManual(t0)
 	tr, err := New(st, cfg, clk.Now)
 	if err != nil {
 		t.Fatalf("New(%+v) = %v", cfg, err)

@@ -10,37 +10,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/state/clock"
 	"github.com/sluicehq/sluice/state/slots"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// fakeClock is a settable clock for the table's freshness and skew checks.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func newTable(t testing.TB, cfg Config) (*Table, *slots.Table, *fakeClock) {
+func newTable(t testing.TB, cfg Config) (*Table, *slots.Table, *clock.Manual) {
 	t.Helper()
 	st := slots.NewTable()
 	tbl, err := New(st, cfg)
 	if err != nil {
 		t.Fatalf("New(%+v) = %v", cfg, err)
 	}
-	clk := &fakeClock{now: t0}
+	clk := clock.NewManual(t0)
 	tbl.now = clk.Now
 	return tbl, st, clk
 }
