@@ -45,3 +45,15 @@ func Usage(fs *flag.FlagSet, prefix string) {
 		f.Usage += fmt.Sprintf(" (env %s)", EnvName(prefix, f.Name))
 	})
 }
+
+// List splits a comma-separated flag value (brokers, adapters, tokens) into its non-empty,
+// space-trimmed items; nil when there are none.
+func List(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

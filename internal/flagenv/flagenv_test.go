@@ -2,6 +2,7 @@ package flagenv
 
 import (
 	"flag"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,5 +34,15 @@ func TestParseBadEnv(t *testing.T) {
 	}
 	if got := err.Error(); got[:len("environment SLUICE_LEASE_TTL (flag -lease-ttl)")] != "environment SLUICE_LEASE_TTL (flag -lease-ttl)" {
 		t.Errorf("error %q does not name the variable and flag", got)
+	}
+}
+
+func TestList(t *testing.T) {
+	for in, want := range map[string][]string{
+		"": nil, " , ,": nil, "a": {"a"}, " a:1 ,b:2,, c ": {"a:1", "b:2", "c"},
+	} {
+		if got := List(in); !slices.Equal(got, want) {
+			t.Errorf("List(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
 )
 
 // Environment variables exported by scripts/test.sh.
@@ -45,12 +47,7 @@ func PostgresDSN(t testing.TB) string {
 // Without brokers it fails the test in CI and skips it elsewhere.
 func KafkaBrokers(t testing.TB) []string {
 	t.Helper()
-	var brokers []string
-	for _, b := range strings.Split(os.Getenv(EnvKafkaBrokers), ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			brokers = append(brokers, b)
-		}
-	}
+	brokers := flagenv.List(os.Getenv(EnvKafkaBrokers))
 	if len(brokers) == 0 {
 		missing(t, "Kafka", EnvKafkaBrokers)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
+
 	"github.com/segmentio/kafka-go"
 )
 
@@ -151,15 +153,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // brokers splits KafkaBrokers.
-func (c Config) brokers() []string {
-	var out []string
-	for _, b := range strings.Split(c.KafkaBrokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func (c Config) brokers() []string { return flagenv.List(c.KafkaBrokers) }
 
 // Validate reports every invalid setting, each naming the flag and the fix.
 func (c Config) Validate() error {

@@ -5,8 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
 
 	"github.com/sluicehq/sluice/services/simengine/engine"
 )
@@ -158,26 +159,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Adapters returns the parsed LoRA adapter names, in order.
-func (c *Config) Adapters() []string {
-	var out []string
-	for _, a := range strings.Split(c.LoRAAdapters, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func (c *Config) Adapters() []string { return flagenv.List(c.LoRAAdapters) }
 
 // Brokers returns the parsed broker list.
-func (c *Config) Brokers() []string {
-	var out []string
-	for _, b := range strings.Split(c.KafkaBrokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func (c *Config) Brokers() []string { return flagenv.List(c.KafkaBrokers) }
 
 // Validate checks every field and reports all problems, each naming the flag and the fix.
 func (c *Config) Validate() error {

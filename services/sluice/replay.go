@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
 
 	"github.com/sluicehq/sluice/components/ingest"
 )
@@ -37,12 +38,7 @@ func runReplay(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := ingest.ReplayConfig{Stream: stream, Format: format, FromOffset: offset, Topic: topic}
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.Brokers = append(cfg.Brokers, b)
-		}
-	}
+	cfg := ingest.ReplayConfig{Stream: stream, Format: format, FromOffset: offset, Topic: topic, Brokers: flagenv.List(brokers)}
 	switch stream {
 	case ingest.StreamKV:
 		if cfg.Topic == "" {
