@@ -1,0 +1,150 @@
+package deciderserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/vanguard"
+	"connectrpc.com/vanguard/vanguardgrpc"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/components/strictjson"
+	"github.com/sluicehq/sluice/gen/openapiv2"
+	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+)
+
+// How each protocol reaches the one implementation of each service (docs/rpc.md says why):
+//
+//   - native gRPC, gRPC port: the gRPC server's own transport; the tap admits Decide calls.
+//   - Connect, gRPC-Web and gRPC, HTTP port: vanguard transcodes the call to gRPC and hands it to
+//     the same gRPC server through grpc.Server.ServeHTTP.
+//   - REST, HTTP port: grpc-gateway decodes the JSON and calls the same gRPC server over an
+//     in-process listener.
+//
+// So every call passes the gRPC server's one interceptor chain (chain.go) and leaves with one
+// error envelope, a google.rpc.Status, which vanguard and grpc-gateway render in their protocol.
+
+// memNetwork is the network of the in-process listener REST calls arrive on (bufconn's).
+const memNetwork = "bufconn"
+
+// rpcStack is the gRPC server with every service and the HTTP port's ways into it.
+type rpcStack struct {
+	grpc   *grpc.Server
+	health *health.Server
+	// mem is the in-process listener the REST gateway's connection (rest) dials.
+	mem  *bufconn.Listener
+	rest *grpc.ClientConn
+	// connect serves Connect, gRPC-Web and gRPC on the HTTP port; gateway serves REST.
+	connect, gateway http.Handler
+}
+
+// rpcDeps are the chain's parts and the size limits.
+type rpcDeps struct {
+	logger *slog.Logger
+	auth   *authenticator
+	shed   *shedder
+	reg    prometheus.Registerer
+	sizes  limits.Sizes
+}
+
+// newRPCStack registers decider and admin (with health and reflection) on one gRPC server and
+// builds the HTTP port's handlers in front of it.
+func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev1.AdminServiceServer) (*rpcStack, error) {
+	r := &rpcStack{health: health.NewServer(), mem: bufconn.Listen(256 << 10)}
+	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), unaryChain(d.shed, newObserver(d.logger, d.reg), d.auth),
+		grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes))
+	sluicev1.RegisterDeciderServiceServer(r.grpc, decider)
+	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
+	healthpb.RegisterHealthServer(r.grpc, r.health)
+	reflection.Register(r.grpc)
+
+	// No target compression: vanguard inflates request bodies itself, through cappedGzip.
+	vg, err := vanguardgrpc.NewTranscoder(r.grpc, vanguard.WithCodec(newConnectJSON), cappedGzip(d.sizes.MaxBodyBytes),
+		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(uint32(d.sizes.MaxBodyBytes)), vanguard.WithNoTargetCompression()))
+	if err != nil {
+		return nil, fmt.Errorf("vanguard: %w", err)
+	}
+	r.connect = markProtocol(vg)
+
+	r.rest, err = grpc.NewClient("passthrough:///in-process", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return r.mem.DialContext(ctx) }),
+		grpc.WithIdleTimeout(0), // stay connected: the listener closes when the drain starts, the connection must not
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(d.sizes.MaxMessageBytes), grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	if err != nil {
+		return nil, err
+	}
+	routes, err := newRESTRoutes(openapiv2.SluiceJSON)
+	if err != nil {
+		return nil, err
+	}
+	gw := runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(),
+		runtime.WithRoutingErrorHandler(routes.routingErrorHandler), runtime.WithOutgoingHeaderMatcher(restResponseHeader))
+	ctx := context.Background()
+	if err := sluicev1.RegisterDeciderServiceHandlerClient(ctx, gw, sluicev1.NewDeciderServiceClient(r.rest)); err != nil {
+		return nil, err
+	}
+	if err := sluicev1.RegisterAdminServiceHandlerClient(ctx, gw, sluicev1.NewAdminServiceClient(r.rest)); err != nil {
+		return nil, err
+	}
+	r.gateway = routes.methodFilter(gw, gw)
+	return r, nil
+}
+
+// mount routes every service's procedures to the Connect handler and /v1/ to REST.
+func (r *rpcStack) mount(mux *http.ServeMux) {
+	for svc := range r.grpc.GetServiceInfo() {
+		mux.Handle("/"+svc+"/", r.connect)
+	}
+	mux.Handle("/v1/", r.gateway)
+}
+
+// serving marks every service SERVING on the health service.
+func (r *rpcStack) serving() {
+	r.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for svc := range r.grpc.GetServiceInfo() {
+		r.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// restResponseHeader forwards the chain's retry-after header to REST as Retry-After, and no
+// other response metadata.
+func restResponseHeader(key string) (string, bool) {
+	if key == "retry-after" {
+		return "Retry-After", true
+	}
+	return "", false
+}
+
+// markProtocol puts the protocol of a call on the HTTP port into its context for the observer,
+// and makes a unary POST with a JSON or protobuf body a Connect call even without the
+// Connect-Protocol-Version header, as Connect itself accepts it (curl users leave it out);
+// vanguard would read it as REST otherwise, and these paths have no REST routes.
+func markProtocol(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		protocol := protoConnect
+		switch {
+		case strings.HasPrefix(ct, "application/grpc-web"):
+			protocol = protoGRPCWeb
+		case strings.HasPrefix(ct, "application/grpc"):
+			protocol = protoGRPC
+		case r.Method == http.MethodPost && strings.HasPrefix(ct, "application/") && !strings.HasPrefix(ct, "application/connect+") &&
+			r.Header.Get("Connect-Protocol-Version") == "":
+			r.Header.Set("Connect-Protocol-Version", "1")
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), protocolKey{}, protocol)))
+	})
+}
