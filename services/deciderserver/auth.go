@@ -10,9 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -248,22 +246,4 @@ func author(ctx context.Context) string {
 		return p.id
 	}
 	return "anonymous"
-}
-
-// unary is the authentication step of the interceptor chain, for every protocol: native gRPC
-// sends the bearer token as metadata, vanguard passes the HTTP Authorization header of Connect
-// and gRPC-Web calls on as metadata, and grpc-gateway forwards REST's. A refusal is an
-// authError, mapped to its status by the chain's error step.
-func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var authz string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			authz = v[0]
-		}
-	}
-	ctx, err := a.authorize(ctx, procedurePermission(info.FullMethod, req), authz)
-	if err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
 }

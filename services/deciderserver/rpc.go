@@ -34,7 +34,7 @@ import (
 //   - REST, HTTP port: grpc-gateway decodes the JSON and calls the same gRPC server over an
 //     in-process listener.
 //
-// So every call passes the gRPC server's one interceptor chain (chain.go) and leaves with one
+// So every call passes the gRPC server's one interceptor (chain.go) and leaves with one
 // error envelope, a google.rpc.Status, which vanguard and grpc-gateway render in their protocol.
 
 // memNetwork is the network of the in-process listener REST calls arrive on (bufconn's).
@@ -64,12 +64,19 @@ type rpcDeps struct {
 // builds the HTTP port's handlers in front of it.
 func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev1.AdminServiceServer) (*rpcStack, error) {
 	r := &rpcStack{health: health.NewServer(), mem: bufconn.Listen(256 << 10)}
-	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), unaryChain(d.shed, newObserver(d.logger, d.reg), d.auth),
-		grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes))
+	ch := &chain{shed: d.shed, auth: d.auth, logger: d.logger}
+	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), grpc.UnaryInterceptor(ch.unary), grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes))
 	sluicev1.RegisterDeciderServiceServer(r.grpc, decider)
 	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
+	var procedures []string
+	for svc, info := range r.grpc.GetServiceInfo() {
+		for _, m := range info.Methods {
+			procedures = append(procedures, "/"+svc+"/"+m.Name)
+		}
+	}
+	ch.counter = newCallCounter(d.reg, procedures)
 
 	// No target compression: vanguard inflates request bodies itself, through cappedGzip.
 	vg, err := vanguardgrpc.NewTranscoder(r.grpc, vanguard.WithCodec(newConnectJSON), cappedGzip(d.sizes.MaxBodyBytes),

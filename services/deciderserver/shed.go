@@ -11,7 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -99,8 +98,9 @@ type slotKey struct{}
 
 // tap is the gRPC server's InTapHandle, run for calls on its own transport: native gRPC, and
 // REST over the in-process listener, which http admitted already (vanguard's calls reach the
-// server through ServeHTTP, which runs no tap). The slot is returned by unary as soon as the
-// handler returns, and in any case when the stream's context ends (a call that fails before
+// server through ServeHTTP, which runs no tap). The slot is returned by the chain (chain.go)
+// as soon as the handler returns, before the response is written, so a client's next call never
+// finds its previous one still counted, and in any case when the stream's context ends (a call that fails before
 // reaching the handler, e.g. on a malformed message).
 func (s *shedder) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != decideProcedure {
@@ -116,15 +116,6 @@ func (s *shedder) tap(ctx context.Context, info *tap.Info) (context.Context, err
 	sl := &slot{s: s}
 	context.AfterFunc(ctx, sl.release)
 	return context.WithValue(ctx, slotKey{}, sl), nil
-}
-
-// unary returns the call's slot when its handler returns, before the response is written, so
-// a client's next call never finds its previous one still counted.
-func (s *shedder) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if sl, ok := ctx.Value(slotKey{}).(*slot); ok {
-		defer sl.release()
-	}
-	return handler(ctx, req)
 }
 
 // http wraps the HTTP port's handler: Connect, gRPC-Web and gRPC over HTTP for the Decide
