@@ -118,8 +118,10 @@ func (r *rpcStack) mount(mux *http.ServeMux) {
 	mux.Handle("/v1/", r.gateway)
 }
 
-// serving marks every service SERVING on the health service.
+// serving marks every service SERVING on the health service and connects REST's in-process
+// connection, so a REST call still running when the drain closes the listener has it.
 func (r *rpcStack) serving() {
+	r.rest.Connect()
 	r.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	for svc := range r.grpc.GetServiceInfo() {
 		r.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)

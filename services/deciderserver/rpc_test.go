@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -80,5 +85,25 @@ func TestHealthOnBothPorts(t *testing.T) {
 	code, body := restCall(t, srv, "POST", "/sluice.v1.DeciderService/Decide", "", `{"model": "chat", "inputTokens": "10", "dryRun": true}`)
 	if code != 200 || body["bucketId"] != "short" {
 		t.Errorf("curl-style Connect Decide = %d %v, want 200 bucket short", code, body)
+	}
+}
+
+// TestChainRecoversPanics: a handler's panic is answered Internal (and counted) instead of
+// ending the process, as net/http did for REST and Connect handlers before they ran on gRPC.
+func TestChainRecoversPanics(t *testing.T) {
+	auth, err := newAuthenticator(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ch := &chain{shed: newShedder(1, time.Second, reg), auth: auth, logger: slog.New(slog.DiscardHandler),
+		counter: newCallCounter(reg, []string{decideProcedure})}
+	_, err = ch.unary(context.Background(), &sluicev1.DecideRequest{}, &grpc.UnaryServerInfo{FullMethod: decideProcedure},
+		func(context.Context, any) (any, error) { panic("boom") })
+	if status.Code(err) != codes.Internal {
+		t.Errorf("panicking handler = %v, want Internal", err)
+	}
+	if n := testutil.ToFloat64(ch.counter.vec.WithLabelValues(decideProcedure, "grpc", "Internal")); n != 1 {
+		t.Errorf("Internal calls counted = %v, want 1", n)
 	}
 }
