@@ -4,15 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -99,75 +95,4 @@ func (c *chain) observe(ctx context.Context, procedure string, start time.Time, 
 		c.logger.Log(ctx, level, "call failed", slog.String("procedure", procedure), slog.String("protocol", protocols[protocol]),
 			slog.String("code", code.String()), slog.Duration("took", time.Since(start)), slog.String("error", status.Convert(err).Message()))
 	}
-}
-
-// The protocols a call can arrive by, the protocol label of sluice_decider_rpcs_total.
-const (
-	protoGRPC    = iota // native gRPC, on either port
-	protoConnect        // Connect, HTTP port
-	protoGRPCWeb        // gRPC-Web, HTTP port
-	protoREST           // REST through grpc-gateway, HTTP port
-	numProtocols
-)
-
-var protocols = [numProtocols]string{"grpc", "connect", "grpc-web", "rest"}
-
-type protocolKey struct{}
-
-// protocolOf tells the protocol a call came by: the HTTP port marks Connect and gRPC-Web calls
-// in the request context (markProtocol), which grpc.Server.ServeHTTP hands to the handler; REST
-// arrives over the in-process listener; anything else is native gRPC.
-func protocolOf(ctx context.Context) int {
-	if p, ok := ctx.Value(protocolKey{}).(int); ok {
-		return p
-	}
-	if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil && p.LocalAddr.Network() == memNetwork {
-		return protoREST
-	}
-	return protoGRPC
-}
-
-// callCounter is sluice_decider_rpcs_total with the children of the server's own procedures
-// kept in arrays, so counting a call hashes no label values and takes no lock.
-type callCounter struct {
-	vec *prometheus.CounterVec
-	mu  sync.Mutex // serializes creating a child
-	// byProcedure is filled at construction and read-only after; a cell is set once.
-	byProcedure map[string]*callCells
-}
-
-type callCells [numProtocols][codes.Unauthenticated + 1]atomic.Pointer[counterBox]
-
-type counterBox struct{ prometheus.Counter }
-
-func newCallCounter(reg prometheus.Registerer, procedures []string) *callCounter {
-	c := &callCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_decider_rpcs_total",
-		Help: "Calls of every procedure (DeciderService, AdminService, health, reflection) by protocol (grpc, connect, grpc-web, rest) and status code, refusals by authentication included.",
-	}, []string{"procedure", "protocol", "code"}),
-		byProcedure: map[string]*callCells{}}
-	for _, p := range procedures {
-		c.byProcedure[p] = new(callCells)
-	}
-	reg.MustRegister(c.vec)
-	return c
-}
-
-func (c *callCounter) inc(procedure string, protocol int, code codes.Code) {
-	cells, ok := c.byProcedure[procedure]
-	if !ok || code > codes.Unauthenticated {
-		c.vec.WithLabelValues(procedure, protocols[protocol], code.String()).Inc()
-		return
-	}
-	cell := &cells[protocol][code]
-	box := cell.Load()
-	if box == nil {
-		c.mu.Lock()
-		if box = cell.Load(); box == nil {
-			box = &counterBox{c.vec.WithLabelValues(procedure, protocols[protocol], code.String())}
-			cell.Store(box)
-		}
-		c.mu.Unlock()
-	}
-	box.Inc()
 }

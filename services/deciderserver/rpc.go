@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
@@ -135,25 +134,4 @@ func restResponseHeader(key string) (string, bool) {
 		return "Retry-After", true
 	}
 	return "", false
-}
-
-// markProtocol puts the protocol of a call on the HTTP port into its context for the observer,
-// and makes a unary POST with a JSON or protobuf body a Connect call even without the
-// Connect-Protocol-Version header, as Connect itself accepts it (curl users leave it out);
-// vanguard would read it as REST otherwise, and these paths have no REST routes.
-func markProtocol(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ct := r.Header.Get("Content-Type")
-		protocol := protoConnect
-		switch {
-		case strings.HasPrefix(ct, "application/grpc-web"):
-			protocol = protoGRPCWeb
-		case strings.HasPrefix(ct, "application/grpc"):
-			protocol = protoGRPC
-		case r.Method == http.MethodPost && strings.HasPrefix(ct, "application/") && !strings.HasPrefix(ct, "application/connect+") &&
-			r.Header.Get("Connect-Protocol-Version") == "":
-			r.Header.Set("Connect-Protocol-Version", "1")
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), protocolKey{}, protocol)))
-	})
 }

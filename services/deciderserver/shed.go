@@ -11,7 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -106,7 +105,7 @@ func (s *shedder) tap(ctx context.Context, info *tap.Info) (context.Context, err
 	if info.FullMethodName != decideProcedure {
 		return ctx, nil
 	}
-	if p, ok := peer.FromContext(ctx); ok && p.LocalAddr != nil && p.LocalAddr.Network() == memNetwork {
+	if inProcess(ctx) {
 		return ctx, nil
 	}
 	if !s.acquire() {
