@@ -4,8 +4,7 @@ go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1
-	connectrpc.com/grpchealth v1.5.0
-	connectrpc.com/grpcreflect v1.3.1
+	connectrpc.com/vanguard v0.4.0
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/google/go-cmp v0.7.0

@@ -9,13 +9,11 @@ import (
 	"slices"
 	"strings"
 
-	"connectrpc.com/connect"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
@@ -26,11 +24,14 @@ import (
 // offering it as a candidate.
 const DrainedLabel = registry.DrainedLabel
 
-// adminService serves AdminService: engines with health and load from this replica's tables,
+var _ sluicev1.AdminServiceServer = (*adminService)(nil)
+
+// adminService is sluice.v1.AdminService, the one implementation every protocol reaches: engines with health and load from this replica's tables,
 // and the configuration through the config store. Every write reads the document of the version
 // it is based on, changes a copy, and hands the whole document to the store, which validates it,
 // checks the base version and stores it atomically.
 type adminService struct {
+	sluicev1.UnimplementedAdminServiceServer
 	reg    *registry.Registry
 	load   *loadtable.Table
 	leases *inflight.Tracker
@@ -66,7 +67,7 @@ func (a *adminService) serviceable(doc *config.Document) error {
 	return &config.ValidationError{Problems: []config.Problem{{Message: "this decider cannot serve the configuration: " + err.Error()}}}
 }
 
-func (a *adminService) listEngines(_ context.Context, in *sluicev1.ListEnginesRequest) (*sluicev1.ListEnginesResponse, error) {
+func (a *adminService) ListEngines(_ context.Context, in *sluicev1.ListEnginesRequest) (*sluicev1.ListEnginesResponse, error) {
 	reg := a.reg.Snapshot()
 	snap := a.load.Snapshot()
 	out := &sluicev1.ListEnginesResponse{}
@@ -91,8 +92,8 @@ func (a *adminService) listEngines(_ context.Context, in *sluicev1.ListEnginesRe
 	return out, nil
 }
 
-func (a *adminService) getEngine(ctx context.Context, in *sluicev1.GetEngineRequest) (*sluicev1.GetEngineResponse, error) {
-	all, err := a.listEngines(ctx, &sluicev1.ListEnginesRequest{})
+func (a *adminService) GetEngine(ctx context.Context, in *sluicev1.GetEngineRequest) (*sluicev1.GetEngineResponse, error) {
+	all, err := a.ListEngines(ctx, &sluicev1.ListEnginesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func (a *adminService) getEngine(ctx context.Context, in *sluicev1.GetEngineRequ
 	return nil, notFound("ENGINE_NOT_FOUND", "engine %q is not registered", in.GetId())
 }
 
-func (a *adminService) getConfig(context.Context, *sluicev1.GetConfigRequest) (*sluicev1.GetConfigResponse, error) {
+func (a *adminService) GetConfig(context.Context, *sluicev1.GetConfigRequest) (*sluicev1.GetConfigResponse, error) {
 	snap := a.store.Current()
 	doc, err := json.Marshal(snap.Document)
 	if err != nil {
@@ -159,10 +160,10 @@ func (a *adminService) change(ctx context.Context, basedOn int64, edit func(*con
 	return snap, config.Summarize(doc, snap.Document), nil
 }
 
-// applyConfig replaces the whole document. An empty one (no body, {}, document "", a
+// ApplyConfig replaces the whole document. An empty one (no body, {}, document "", a
 // misspelled field name that left document unset, a file of comments) is refused naming the
 // field: it would otherwise replace every bucket and engine with nothing.
-func (a *adminService) applyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
+func (a *adminService) ApplyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
 	doc, err := config.Parse([]byte(in.GetDocument()), config.FormatAuto)
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func versionToProto(v config.VersionInfo) *sluicev1.ConfigVersion {
 		Summary: v.Summary, RollbackOf: v.RollbackOf}
 }
 
-func (a *adminService) listVersions(ctx context.Context, in *sluicev1.ListVersionsRequest) (*sluicev1.ListVersionsResponse, error) {
+func (a *adminService) ListVersions(ctx context.Context, in *sluicev1.ListVersionsRequest) (*sluicev1.ListVersionsResponse, error) {
 	vs, err := a.store.Versions(ctx, int(in.GetLimit()))
 	if err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func (a *adminService) listVersions(ctx context.Context, in *sluicev1.ListVersio
 	return out, nil
 }
 
-func (a *adminService) getVersion(ctx context.Context, in *sluicev1.GetVersionRequest) (*sluicev1.GetVersionResponse, error) {
+func (a *adminService) GetVersion(ctx context.Context, in *sluicev1.GetVersionRequest) (*sluicev1.GetVersionResponse, error) {
 	rev, err := a.store.Version(ctx, in.GetVersion())
 	if err != nil {
 		return nil, err
@@ -217,7 +218,7 @@ func (a *adminService) getVersion(ctx context.Context, in *sluicev1.GetVersionRe
 	return &sluicev1.GetVersionResponse{Info: versionToProto(rev.VersionInfo), DocumentJson: string(doc)}, nil
 }
 
-func (a *adminService) rollback(ctx context.Context, in *sluicev1.RollbackRequest) (*sluicev1.RollbackResponse, error) {
+func (a *adminService) Rollback(ctx context.Context, in *sluicev1.RollbackRequest) (*sluicev1.RollbackResponse, error) {
 	basedOn := in.GetBasedOnVersion()
 	if basedOn == 0 {
 		basedOn = a.store.Current().Version
@@ -270,7 +271,7 @@ func bucketFromStruct(s *structpb.Struct) (config.BucketSpec, error) {
 	return doc.Buckets[0], nil
 }
 
-func (a *adminService) listBuckets(context.Context, *sluicev1.ListBucketsRequest) (*sluicev1.ListBucketsResponse, error) {
+func (a *adminService) ListBuckets(context.Context, *sluicev1.ListBucketsRequest) (*sluicev1.ListBucketsResponse, error) {
 	snap := a.store.Current()
 	out := &sluicev1.ListBucketsResponse{Version: snap.Version}
 	for _, b := range snap.Document.EffectiveBuckets() {
@@ -283,7 +284,7 @@ func (a *adminService) listBuckets(context.Context, *sluicev1.ListBucketsRequest
 	return out, nil
 }
 
-func (a *adminService) getBucket(_ context.Context, in *sluicev1.GetBucketRequest) (*sluicev1.GetBucketResponse, error) {
+func (a *adminService) GetBucket(_ context.Context, in *sluicev1.GetBucketRequest) (*sluicev1.GetBucketResponse, error) {
 	snap := a.store.Current()
 	for _, b := range snap.Document.EffectiveBuckets() {
 		if b.ID == in.GetId() {
@@ -308,7 +309,7 @@ func ownBuckets(doc *config.Document) {
 	}
 }
 
-func (a *adminService) createBucket(ctx context.Context, in *sluicev1.CreateBucketRequest) (*sluicev1.CreateBucketResponse, error) {
+func (a *adminService) CreateBucket(ctx context.Context, in *sluicev1.CreateBucketRequest) (*sluicev1.CreateBucketResponse, error) {
 	b, err := bucketFromStruct(in.GetBucket())
 	if err != nil {
 		return nil, err
@@ -327,12 +328,15 @@ func (a *adminService) createBucket(ctx context.Context, in *sluicev1.CreateBuck
 	return &sluicev1.CreateBucketResponse{Version: snap.Version, Summary: summary}, nil
 }
 
-func (a *adminService) replaceBucket(ctx context.Context, in *sluicev1.ReplaceBucketRequest) (*sluicev1.ReplaceBucketResponse, error) {
+func (a *adminService) ReplaceBucket(ctx context.Context, in *sluicev1.ReplaceBucketRequest) (*sluicev1.ReplaceBucketResponse, error) {
 	st := in.GetBucket()
 	if st != nil {
 		if _, ok := st.GetFields()["id"]; !ok {
-			st = &structpb.Struct{Fields: maps.Clone(st.GetFields())}
-			st.Fields["id"] = structpb.NewStringValue(in.GetId())
+			// An empty bucket off the wire has no field map at all.
+			fields := make(map[string]*structpb.Value, len(st.GetFields())+1)
+			maps.Copy(fields, st.GetFields())
+			fields["id"] = structpb.NewStringValue(in.GetId())
+			st = &structpb.Struct{Fields: fields}
 		}
 	}
 	b, err := bucketFromStruct(st)
@@ -357,7 +361,7 @@ func (a *adminService) replaceBucket(ctx context.Context, in *sluicev1.ReplaceBu
 	return &sluicev1.ReplaceBucketResponse{Version: snap.Version, Summary: summary}, nil
 }
 
-func (a *adminService) deleteBucket(ctx context.Context, in *sluicev1.DeleteBucketRequest) (*sluicev1.DeleteBucketResponse, error) {
+func (a *adminService) DeleteBucket(ctx context.Context, in *sluicev1.DeleteBucketRequest) (*sluicev1.DeleteBucketResponse, error) {
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
 		i := bucketIndex(doc, in.GetId())
 		if i < 0 {
@@ -436,7 +440,7 @@ func pdGroup(pd *config.PDSpec, prefill bool) *config.GroupSpec {
 	return pd.Decode
 }
 
-func (a *adminService) registerEngine(ctx context.Context, in *sluicev1.RegisterEngineRequest) (*sluicev1.RegisterEngineResponse, error) {
+func (a *adminService) RegisterEngine(ctx context.Context, in *sluicev1.RegisterEngineRequest) (*sluicev1.RegisterEngineResponse, error) {
 	w, err := engineFromProto(in.GetEngine())
 	if err != nil {
 		return nil, err
@@ -454,7 +458,7 @@ func (a *adminService) registerEngine(ctx context.Context, in *sluicev1.Register
 	return &sluicev1.RegisterEngineResponse{Version: snap.Version, Summary: summary}, nil
 }
 
-func (a *adminService) updateEngine(ctx context.Context, in *sluicev1.UpdateEngineRequest) (*sluicev1.UpdateEngineResponse, error) {
+func (a *adminService) UpdateEngine(ctx context.Context, in *sluicev1.UpdateEngineRequest) (*sluicev1.UpdateEngineResponse, error) {
 	spec := in.GetEngine()
 	if spec != nil && spec.GetId() == "" {
 		spec.Id = in.GetId()
@@ -480,7 +484,7 @@ func (a *adminService) updateEngine(ctx context.Context, in *sluicev1.UpdateEngi
 	return &sluicev1.UpdateEngineResponse{Version: snap.Version, Summary: summary}, nil
 }
 
-func (a *adminService) drainEngine(ctx context.Context, in *sluicev1.DrainEngineRequest) (*sluicev1.DrainEngineResponse, error) {
+func (a *adminService) DrainEngine(ctx context.Context, in *sluicev1.DrainEngineRequest) (*sluicev1.DrainEngineResponse, error) {
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
 		i := engineIndex(doc, in.GetId())
 		if i < 0 {
@@ -499,7 +503,7 @@ func (a *adminService) drainEngine(ctx context.Context, in *sluicev1.DrainEngine
 	return &sluicev1.DrainEngineResponse{Version: snap.Version, Summary: summary}, nil
 }
 
-func (a *adminService) removeEngine(ctx context.Context, in *sluicev1.RemoveEngineRequest) (*sluicev1.RemoveEngineResponse, error) {
+func (a *adminService) RemoveEngine(ctx context.Context, in *sluicev1.RemoveEngineRequest) (*sluicev1.RemoveEngineResponse, error) {
 	snap, summary, err := a.change(ctx, in.GetBasedOnVersion(), func(doc *config.Document) error {
 		i := engineIndex(doc, in.GetId())
 		if i < 0 {
@@ -513,168 +517,4 @@ func (a *adminService) removeEngine(ctx context.Context, in *sluicev1.RemoveEngi
 		return nil, err
 	}
 	return &sluicev1.RemoveEngineResponse{Version: snap.Version, Summary: summary}, nil
-}
-
-// grpcAdmin is the native gRPC (and grpc-gateway) face of adminService.
-type grpcAdmin struct {
-	sluicev1.UnimplementedAdminServiceServer
-	a    *adminService
-	auth *authenticator // checks REST calls, which grpc-gateway makes in process
-}
-
-var _ sluicev1.AdminServiceServer = grpcAdmin{}
-
-func grpcCall[Req, Resp any](ctx context.Context, auth *authenticator, in *Req, f func(context.Context, *Req) (*Resp, error)) (*Resp, error) {
-	ctx, err := auth.rest(ctx, in)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	out, err := f(ctx, in)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return out, nil
-}
-
-func (g grpcAdmin) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest) (*sluicev1.ListEnginesResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.listEngines)
-}
-
-func (g grpcAdmin) GetEngine(ctx context.Context, in *sluicev1.GetEngineRequest) (*sluicev1.GetEngineResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.getEngine)
-}
-
-func (g grpcAdmin) GetConfig(ctx context.Context, in *sluicev1.GetConfigRequest) (*sluicev1.GetConfigResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.getConfig)
-}
-
-func (g grpcAdmin) ApplyConfig(ctx context.Context, in *sluicev1.ApplyConfigRequest) (*sluicev1.ApplyConfigResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.applyConfig)
-}
-
-func (g grpcAdmin) ListVersions(ctx context.Context, in *sluicev1.ListVersionsRequest) (*sluicev1.ListVersionsResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.listVersions)
-}
-
-func (g grpcAdmin) GetVersion(ctx context.Context, in *sluicev1.GetVersionRequest) (*sluicev1.GetVersionResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.getVersion)
-}
-
-func (g grpcAdmin) Rollback(ctx context.Context, in *sluicev1.RollbackRequest) (*sluicev1.RollbackResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.rollback)
-}
-
-func (g grpcAdmin) ListBuckets(ctx context.Context, in *sluicev1.ListBucketsRequest) (*sluicev1.ListBucketsResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.listBuckets)
-}
-
-func (g grpcAdmin) GetBucket(ctx context.Context, in *sluicev1.GetBucketRequest) (*sluicev1.GetBucketResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.getBucket)
-}
-
-func (g grpcAdmin) CreateBucket(ctx context.Context, in *sluicev1.CreateBucketRequest) (*sluicev1.CreateBucketResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.createBucket)
-}
-
-func (g grpcAdmin) ReplaceBucket(ctx context.Context, in *sluicev1.ReplaceBucketRequest) (*sluicev1.ReplaceBucketResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.replaceBucket)
-}
-
-func (g grpcAdmin) DeleteBucket(ctx context.Context, in *sluicev1.DeleteBucketRequest) (*sluicev1.DeleteBucketResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.deleteBucket)
-}
-
-func (g grpcAdmin) RegisterEngine(ctx context.Context, in *sluicev1.RegisterEngineRequest) (*sluicev1.RegisterEngineResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.registerEngine)
-}
-
-func (g grpcAdmin) UpdateEngine(ctx context.Context, in *sluicev1.UpdateEngineRequest) (*sluicev1.UpdateEngineResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.updateEngine)
-}
-
-func (g grpcAdmin) DrainEngine(ctx context.Context, in *sluicev1.DrainEngineRequest) (*sluicev1.DrainEngineResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.drainEngine)
-}
-
-func (g grpcAdmin) RemoveEngine(ctx context.Context, in *sluicev1.RemoveEngineRequest) (*sluicev1.RemoveEngineResponse, error) {
-	return grpcCall(ctx, g.auth, in, g.a.removeEngine)
-}
-
-// connectAdmin is the Connect face of adminService.
-type connectAdmin struct {
-	a *adminService
-}
-
-var _ sluicev1connect.AdminServiceHandler = connectAdmin{}
-
-func connectCall[Req, Resp any](ctx context.Context, req *connect.Request[Req], f func(context.Context, *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	out, err := f(ctx, req.Msg)
-	if err != nil {
-		return nil, connectError(err)
-	}
-	return connect.NewResponse(out), nil
-}
-
-func (c connectAdmin) ListEngines(ctx context.Context, req *connect.Request[sluicev1.ListEnginesRequest]) (*connect.Response[sluicev1.ListEnginesResponse], error) {
-	return connectCall(ctx, req, c.a.listEngines)
-}
-
-func (c connectAdmin) GetEngine(ctx context.Context, req *connect.Request[sluicev1.GetEngineRequest]) (*connect.Response[sluicev1.GetEngineResponse], error) {
-	return connectCall(ctx, req, c.a.getEngine)
-}
-
-func (c connectAdmin) GetConfig(ctx context.Context, req *connect.Request[sluicev1.GetConfigRequest]) (*connect.Response[sluicev1.GetConfigResponse], error) {
-	return connectCall(ctx, req, c.a.getConfig)
-}
-
-func (c connectAdmin) ApplyConfig(ctx context.Context, req *connect.Request[sluicev1.ApplyConfigRequest]) (*connect.Response[sluicev1.ApplyConfigResponse], error) {
-	return connectCall(ctx, req, c.a.applyConfig)
-}
-
-func (c connectAdmin) ListVersions(ctx context.Context, req *connect.Request[sluicev1.ListVersionsRequest]) (*connect.Response[sluicev1.ListVersionsResponse], error) {
-	return connectCall(ctx, req, c.a.listVersions)
-}
-
-func (c connectAdmin) GetVersion(ctx context.Context, req *connect.Request[sluicev1.GetVersionRequest]) (*connect.Response[sluicev1.GetVersionResponse], error) {
-	return connectCall(ctx, req, c.a.getVersion)
-}
-
-func (c connectAdmin) Rollback(ctx context.Context, req *connect.Request[sluicev1.RollbackRequest]) (*connect.Response[sluicev1.RollbackResponse], error) {
-	return connectCall(ctx, req, c.a.rollback)
-}
-
-func (c connectAdmin) ListBuckets(ctx context.Context, req *connect.Request[sluicev1.ListBucketsRequest]) (*connect.Response[sluicev1.ListBucketsResponse], error) {
-	return connectCall(ctx, req, c.a.listBuckets)
-}
-
-func (c connectAdmin) GetBucket(ctx context.Context, req *connect.Request[sluicev1.GetBucketRequest]) (*connect.Response[sluicev1.GetBucketResponse], error) {
-	return connectCall(ctx, req, c.a.getBucket)
-}
-
-func (c connectAdmin) CreateBucket(ctx context.Context, req *connect.Request[sluicev1.CreateBucketRequest]) (*connect.Response[sluicev1.CreateBucketResponse], error) {
-	return connectCall(ctx, req, c.a.createBucket)
-}
-
-func (c connectAdmin) ReplaceBucket(ctx context.Context, req *connect.Request[sluicev1.ReplaceBucketRequest]) (*connect.Response[sluicev1.ReplaceBucketResponse], error) {
-	return connectCall(ctx, req, c.a.replaceBucket)
-}
-
-func (c connectAdmin) DeleteBucket(ctx context.Context, req *connect.Request[sluicev1.DeleteBucketRequest]) (*connect.Response[sluicev1.DeleteBucketResponse], error) {
-	return connectCall(ctx, req, c.a.deleteBucket)
-}
-
-func (c connectAdmin) RegisterEngine(ctx context.Context, req *connect.Request[sluicev1.RegisterEngineRequest]) (*connect.Response[sluicev1.RegisterEngineResponse], error) {
-	return connectCall(ctx, req, c.a.registerEngine)
-}
-
-func (c connectAdmin) UpdateEngine(ctx context.Context, req *connect.Request[sluicev1.UpdateEngineRequest]) (*connect.Response[sluicev1.UpdateEngineResponse], error) {
-	return connectCall(ctx, req, c.a.updateEngine)
-}
-
-func (c connectAdmin) DrainEngine(ctx context.Context, req *connect.Request[sluicev1.DrainEngineRequest]) (*connect.Response[sluicev1.DrainEngineResponse], error) {
-	return connectCall(ctx, req, c.a.drainEngine)
-}
-
-func (c connectAdmin) RemoveEngine(ctx context.Context, req *connect.Request[sluicev1.RemoveEngineRequest]) (*connect.Response[sluicev1.RemoveEngineResponse], error) {
-	return connectCall(ctx, req, c.a.removeEngine)
 }

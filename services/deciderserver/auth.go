@@ -10,11 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"connectrpc.com/connect"
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -250,52 +246,4 @@ func author(ctx context.Context) string {
 		return p.id
 	}
 	return "anonymous"
-}
-
-// grpcUnary is the native gRPC interceptor.
-func (a *authenticator) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var authz string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			authz = v[0]
-		}
-	}
-	ctx, err := a.authorize(ctx, procedurePermission(info.FullMethod, req), authz)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return handler(ctx, req)
-}
-
-// connectInterceptor checks unary Connect, gRPC and gRPC-Web calls on the
-// HTTP port.
-func (a *authenticator) connectInterceptor() connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			ctx, err := a.authorize(ctx, procedurePermission(req.Spec().Procedure, req.Any()), req.Header().Get("Authorization"))
-			if err != nil {
-				return nil, connectError(err)
-			}
-			return next(ctx, req)
-		}
-	})
-}
-
-// rest authorizes a call grpc-gateway makes in process: it bypasses the gRPC interceptor, so
-// the service methods call this with the request the gateway decoded. The gateway names the
-// procedure in ctx (runtime.RPCMethod) and forwards the Authorization header as metadata, so
-// REST uses the same table as gRPC and Connect. A native gRPC call carries no RPCMethod and was
-// already checked by grpcUnary.
-func (a *authenticator) rest(ctx context.Context, req any) (context.Context, error) {
-	procedure, ok := runtime.RPCMethod(ctx)
-	if !ok {
-		return ctx, nil
-	}
-	var authz string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			authz = v[0]
-		}
-	}
-	return a.authorize(ctx, procedurePermission(procedure, req), authz)
 }

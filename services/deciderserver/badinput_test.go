@@ -10,6 +10,10 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
@@ -177,5 +181,20 @@ func TestUnknownFieldsAreRefused(t *testing.T) {
 		if status, body := restCall(t, srv, "POST", path, "", `{"model": "chat", "input_tokens": 10, "dry_run": true}`); status != 200 {
 			t.Errorf("POST %s with valid fields = %d %v, want 200", path, status, body)
 		}
+	}
+}
+
+// TestReplaceEmptyBucketOverGRPC: an empty bucket arrives over the wire without a field map,
+// and ReplaceBucket filling in the id from the path panicked on it (REST and native gRPC alike
+// once REST reached the service over gRPC). It is refused naming what is missing.
+func TestReplaceEmptyBucketOverGRPC(t *testing.T) {
+	srv := startWith(t, fileConfig(t))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+adminToken)
+	_, err := sluicev1.NewAdminServiceClient(grpcConn(t, srv)).ReplaceBucket(ctx, &sluicev1.ReplaceBucketRequest{Id: "long", Bucket: &structpb.Struct{}})
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument {
+		t.Errorf("ReplaceBucket(empty bucket) = %v, want InvalidArgument", err)
+	}
+	if status, body := restCall(t, srv, "PUT", "/v1/admin/buckets/long", adminToken, `{"bucket": {}}`); status != http.StatusBadRequest {
+		t.Errorf("PUT /v1/admin/buckets/long {\"bucket\": {}} = %d %v, want 400", status, body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/vanguard"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,8 +25,9 @@ import (
 //
 // REST (/v1/) bodies are read here, before grpc-gateway parses anything: a declared
 // Content-Length above max is answered 413 without reading a byte, a longer chunked body at the
-// first byte past max. Connect, gRPC and gRPC-Web bodies are cut at max+1 bytes; Connect's own
-// ReadMaxBytes (the same max, also applied after decompression) answers ResourceExhausted.
+// first byte past max. Connect, gRPC and gRPC-Web bodies are cut at max+1 bytes; vanguard's
+// message buffer limit (the same max) and cappedGzip (after decompression) answer
+// ResourceExhausted.
 //
 // A REST Decide whose token_ids list is longer than maxTokenIDs is answered 400
 // TOO_MANY_TOKEN_IDS from a byte scan, before the seconds protojson would spend parsing it.
@@ -36,7 +38,9 @@ func limitBodies(next http.Handler, max int64, maxTokenIDs int) http.Handler {
 			return
 		}
 		if !strings.HasPrefix(r.URL.Path, "/v1/") {
-			r.Body = http.MaxBytesReader(w, r.Body, max)
+			// One byte of slack: vanguard reads max+1 bytes to tell a body of exactly max from a
+			// longer one, and answers the longer one ResourceExhausted itself.
+			r.Body = http.MaxBytesReader(w, r.Body, max+1)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -149,13 +153,14 @@ func writeStatus(w http.ResponseWriter, httpStatus int, st *status.Status, detai
 	_, _ = w.Write(body)
 }
 
-// cappedGzip is Connect's gzip decompression with a hard cap: Connect stops at ReadMaxBytes but
-// then inflates the rest to report the size, so a 190 KB request inflating to 200 MB cost 200 MB
-// of inflation. This one fails once max bytes are out.
-func cappedGzip(max int64) connect.HandlerOption {
-	return connect.WithCompression("gzip",
-		func() connect.Decompressor { return &cappedReader{max: max} },
+// cappedGzip is the HTTP port's gzip (vanguard decompresses Connect, gRPC-Web and gRPC request
+// bodies before the gRPC server sees them) with a hard cap: a stock gzip reader inflates
+// whatever it is given, so a 190 KB request inflating to 200 MB would cost 200 MB of inflation.
+// This one fails with ResourceExhausted once max bytes are out.
+func cappedGzip(max int64) vanguard.TranscoderOption {
+	return vanguard.WithCompression("gzip",
 		func() connect.Compressor { return gzip.NewWriter(io.Discard) },
+		func() connect.Decompressor { return &cappedReader{max: max} },
 	)
 }
 
@@ -183,7 +188,8 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	if c.read > c.max {
-		return 0, fmt.Errorf("decompressed message exceeds %d bytes (derived from -max-token-ids)", c.max)
+		return 0, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+			"decompressed message is larger than %d bytes (derived from -max-token-ids); the rest was not inflated, so unable to determine message size", c.max))
 	}
 	if room := c.max + 1 - c.read; int64(len(p)) > room {
 		p = p[:room]

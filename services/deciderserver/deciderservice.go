@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -16,14 +15,16 @@ import (
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
-// deciderService translates DeciderService calls between protobuf and the decider package.
-// The same core serves native gRPC (grpcDecider), Connect (connectDecider) and REST (through
-// grpc-gateway calling the gRPC implementation in process).
+var _ sluicev1.DeciderServiceServer = (*deciderService)(nil)
+
+// deciderService is sluice.v1.DeciderService: it translates calls between protobuf and the
+// decider package and returns the decider's own errors, which the interceptor chain maps to a
+// status (rpc.go). It is the one implementation every protocol reaches.
 type deciderService struct {
+	sluicev1.UnimplementedDeciderServiceServer
 	logger  *slog.Logger
 	d       *decider.Decider
 	metrics *metrics
@@ -31,7 +32,7 @@ type deciderService struct {
 	health *enginehealth.Tracker
 }
 
-func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
 	start := time.Now()
 	req := policy.Request{
 		Model:            in.GetModel(),
@@ -60,7 +61,7 @@ func (s *deciderService) decide(ctx context.Context, in *sluicev1.DecideRequest)
 	return decisionToProto(&dec), nil
 }
 
-func (s *deciderService) release(in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+func (s *deciderService) Release(_ context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
 	switch in.GetOutcome() {
 	case sluicev1.ReleaseOutcome_RELEASE_OUTCOME_UNSPECIFIED, sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS,
 		sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE, sluicev1.ReleaseOutcome_RELEASE_OUTCOME_CANCELLED:
@@ -191,57 +192,4 @@ func explainOf(err error) *decider.Explain {
 		return ee.Explain
 	}
 	return nil
-}
-
-// grpcDecider is the native gRPC (and grpc-gateway) face of deciderService.
-type grpcDecider struct {
-	sluicev1.UnimplementedDeciderServiceServer
-	s    *deciderService
-	auth *authenticator // checks REST calls, which grpc-gateway makes in process
-}
-
-func (g grpcDecider) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
-	ctx, err := g.auth.rest(ctx, in)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	out, err := g.s.decide(ctx, in)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return out, nil
-}
-
-func (g grpcDecider) Release(ctx context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
-	if _, err := g.auth.rest(ctx, in); err != nil {
-		return nil, grpcError(err)
-	}
-	out, err := g.s.release(in)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return out, nil
-}
-
-// connectDecider is the Connect / gRPC-Web face of deciderService.
-type connectDecider struct {
-	s *deciderService
-}
-
-var _ sluicev1connect.DeciderServiceHandler = connectDecider{}
-
-func (c connectDecider) Decide(ctx context.Context, req *connect.Request[sluicev1.DecideRequest]) (*connect.Response[sluicev1.DecideResponse], error) {
-	out, err := c.s.decide(ctx, req.Msg)
-	if err != nil {
-		return nil, connectError(err)
-	}
-	return connect.NewResponse(out), nil
-}
-
-func (c connectDecider) Release(_ context.Context, req *connect.Request[sluicev1.ReleaseRequest]) (*connect.Response[sluicev1.ReleaseResponse], error) {
-	out, err := c.s.release(req.Msg)
-	if err != nil {
-		return nil, connectError(err)
-	}
-	return connect.NewResponse(out), nil
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
-	"connectrpc.com/connect"
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -48,7 +45,9 @@ func invalidArgument(reason, format string, args ...any) error {
 const errorDomain = "sluice.dev"
 
 // classify maps an error from the decider to a status code and its machine-readable details.
-// It is the single place deciding codes; grpcError and connectError only change the envelope.
+// It is the single place deciding codes; statusOf builds the one envelope (a google.rpc.Status)
+// that every protocol carries: gRPC as is, Connect and gRPC-Web through vanguard, REST through
+// grpc-gateway.
 func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 	var (
 		e    *decider.Error
@@ -146,10 +145,10 @@ func classifyClipped(err error) (codes.Code, string, []protoadapt.MessageV1) {
 	return code, limits.Clip(msg, limits.MaxErrorMessageBytes), details
 }
 
-// retryAfter returns the RetryInfo delay among details, rounded up to whole seconds for an
-// HTTP Retry-After header.
-func retryAfter(details []protoadapt.MessageV1) (string, bool) {
-	for _, d := range details {
+// retryAfter returns the RetryInfo delay of st, rounded up to whole seconds for an HTTP
+// Retry-After header.
+func retryAfter(st *status.Status) (string, bool) {
+	for _, d := range st.Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
 			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
 			return strconv.FormatInt(max(secs, 1), 10), true
@@ -158,8 +157,12 @@ func retryAfter(details []protoadapt.MessageV1) (string, bool) {
 	return "", false
 }
 
-// grpcError converts an error to a gRPC status with details (used by native gRPC and REST).
-func grpcError(err error) error {
+// statusOf is the status an error is answered with on every protocol, details included. An
+// error that already is a status (a gRPC library refusal) is kept as it is.
+func statusOf(err error) *status.Status {
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
 	code, msg, details := classifyClipped(err)
 	st := status.New(code, msg)
 	if len(details) > 0 {
@@ -167,34 +170,8 @@ func grpcError(err error) error {
 			st = withDetails
 		}
 	}
-	return st.Err()
+	return st
 }
 
-// connectError converts an error to a Connect error with the same code and details.
-func connectError(err error) error {
-	code, msg, details := classifyClipped(err)
-	ce := connect.NewError(connect.Code(code), errors.New(msg))
-	if secs, ok := retryAfter(details); ok {
-		ce.Meta().Set("Retry-After", secs) // Connect sends error metadata as HTTP headers
-	}
-	for _, d := range details {
-		if detail, derr := connect.NewErrorDetail(protoadapt.MessageV2Of(d)); derr == nil {
-			ce.AddDetail(detail)
-		}
-	}
-	return ce
-}
-
-// restErrorHandler is grpc-gateway's error handler plus a Retry-After header when the status
-// carries a RetryInfo (an unavailable configuration store), as the gateway's own 503s do.
-func restErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
-	if st, ok := status.FromError(err); ok {
-		for _, d := range st.Details() {
-			if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-				secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
-				w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-			}
-		}
-	}
-	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
-}
+// grpcError is statusOf as an error.
+func grpcError(err error) error { return statusOf(err).Err() }

@@ -2,15 +2,19 @@ package deciderserver
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/state/inflight"
 )
 
-// metrics are the decider service's Prometheus collectors.
+// metrics are the decider service's Prometheus collectors; callCounter (below) counts the calls
+// of every service.
 type metrics struct {
 	decisions *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
@@ -68,4 +72,49 @@ func (m *metrics) observeDecide(d time.Duration, bucket string, err error, dec *
 	}
 	m.decisions.WithLabelValues(outcome, reason, bucket).Inc()
 	m.latency.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// callCounter is sluice_decider_rpcs_total with the children of the server's own procedures
+// kept in arrays, so counting a call hashes no label values and takes no lock.
+type callCounter struct {
+	vec *prometheus.CounterVec
+	mu  sync.Mutex // serializes creating a child
+	// byProcedure is filled at construction and read-only after; a cell is set once.
+	byProcedure map[string]*callCells
+}
+
+type callCells [numProtocols][codes.Unauthenticated + 1]atomic.Pointer[counterBox]
+
+type counterBox struct{ prometheus.Counter }
+
+func newCallCounter(reg prometheus.Registerer, procedures []string) *callCounter {
+	c := &callCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decider_rpcs_total",
+		Help: "Calls of every procedure (DeciderService, AdminService, health, reflection) by protocol (grpc, connect, grpc-web, rest) and status code, refusals by authentication included.",
+	}, []string{"procedure", "protocol", "code"}),
+		byProcedure: map[string]*callCells{}}
+	for _, p := range procedures {
+		c.byProcedure[p] = new(callCells)
+	}
+	reg.MustRegister(c.vec)
+	return c
+}
+
+func (c *callCounter) inc(procedure string, protocol int, code codes.Code) {
+	cells, ok := c.byProcedure[procedure]
+	if !ok || code > codes.Unauthenticated {
+		c.vec.WithLabelValues(procedure, protocols[protocol], code.String()).Inc()
+		return
+	}
+	cell := &cells[protocol][code]
+	box := cell.Load()
+	if box == nil {
+		c.mu.Lock()
+		if box = cell.Load(); box == nil {
+			box = &counterBox{c.vec.WithLabelValues(procedure, protocols[protocol], code.String())}
+			cell.Store(box)
+		}
+		c.mu.Unlock()
+	}
+	box.Inc()
 }

@@ -1,6 +1,7 @@
-// Package decider is the decider service: it serves sluice.v1.DeciderService and AdminService
-// over native gRPC on its own port, and over Connect, gRPC-Web and REST (grpc-gateway) on an
-// HTTP port beside /metrics and health endpoints. It owns the in-memory state (engine registry,
+// Package deciderserver is the decider service: it serves sluice.v1.DeciderService and
+// AdminService over native gRPC on its own port, and over Connect, gRPC-Web and REST
+// (grpc-gateway) on an HTTP port beside /metrics and health endpoints — each service
+// implemented once, every protocol through one gRPC interceptor chain (rpc.go, chain.go). It owns the in-memory state (engine registry,
 // load table, leases) and the configuration store, and can be embedded (dev mode does).
 package deciderserver
 
@@ -15,27 +16,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
-	"connectrpc.com/grpcreflect"
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice/components/enginehealth"
 	"github.com/sluicehq/sluice/components/limits"
-	"github.com/sluicehq/sluice/components/strictjson"
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/gen/openapiv2"
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
-	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/state/affinity"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/inflight"
@@ -66,11 +58,8 @@ type Server struct {
 	registryFromConfig bool
 
 	grpcLis, httpLis net.Listener
-	grpcServer       *grpc.Server
+	rpc              *rpcStack
 	httpServer       *http.Server
-	health           *health.Server
-	gatewayMux       *runtime.ServeMux
-	svc              *deciderService
 	shed             *shedder
 }
 
@@ -138,44 +127,16 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
 	s.registerConfigMetrics(promReg)
-	s.svc = &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
+	svc := &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check, served: s.awaitServed}
 
-	shed := newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
-	s.shed = shed
+	s.shed = newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
 	sizes := limits.For(cfg.MaxTokenIDs)
-	s.grpcServer = grpc.NewServer(grpc.InTapHandle(shed.tap), grpc.ChainUnaryInterceptor(shed.unary, auth.grpcUnary),
-		grpc.MaxRecvMsgSize(sizes.MaxMessageBytes))
-	gDecider, gAdmin := grpcDecider{s: s.svc, auth: auth}, grpcAdmin{a: admin, auth: auth}
-	sluicev1.RegisterDeciderServiceServer(s.grpcServer, gDecider)
-	sluicev1.RegisterAdminServiceServer(s.grpcServer, gAdmin)
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpcServer, s.health)
-	reflection.Register(s.grpcServer)
-
-	routes, err := newRESTRoutes(openapiv2.SluiceJSON)
-	if err != nil {
-		return nil, err
-	}
-	s.gatewayMux = runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(),
-		runtime.WithErrorHandler(restErrorHandler), runtime.WithRoutingErrorHandler(routes.routingErrorHandler))
-	ctx := context.Background()
-	if err := sluicev1.RegisterDeciderServiceHandlerServer(ctx, s.gatewayMux, gDecider); err != nil {
-		return nil, err
-	}
-	if err := sluicev1.RegisterAdminServiceHandlerServer(ctx, s.gatewayMux, gAdmin); err != nil {
+	if s.rpc, err = newRPCStack(rpcDeps{logger: logger, auth: auth, shed: s.shed, reg: promReg, sizes: sizes}, svc, admin); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	connectOpts := connect.WithHandlerOptions(connect.WithInterceptors(auth.connectInterceptor()), strictjson.ConnectCodecs(),
-		connect.WithReadMaxBytes(int(sizes.MaxBodyBytes)), cappedGzip(sizes.MaxBodyBytes))
-	mux.Handle(sluicev1connect.NewDeciderServiceHandler(connectDecider{s: s.svc}, connectOpts))
-	mux.Handle(sluicev1connect.NewAdminServiceHandler(connectAdmin{a: admin}, connectOpts))
-	services := []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName}
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
-	mux.Handle(grpcreflect.NewHandlerV1(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(grpcreflect.NewStaticReflector(services...)))
-	mux.Handle("/v1/", routes.methodFilter(s.gatewayMux, s.gatewayMux)) // authorized in the service methods (authenticator.rest)
+	s.rpc.mount(mux)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -184,15 +145,17 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	// Shedding comes first: a shed call costs no body read.
-	s.httpServer = &http.Server{Handler: shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.httpServer = &http.Server{Handler: s.shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 
-	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		return nil, fmt.Errorf("-grpc-addr %s: %w", cfg.GRPCAddr, err)
+	if s.grpcLis, err = serve.Listen("grpc-addr", cfg.GRPCAddr); err != nil {
+		_ = s.rpc.rest.Close()
+		return nil, err
 	}
-	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	if s.httpLis, err = serve.Listen("http-addr", cfg.HTTPAddr); err != nil {
 		s.grpcLis.Close()
-		return nil, fmt.Errorf("-http-addr %s: %w", cfg.HTTPAddr, err)
+		_ = s.rpc.rest.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -279,7 +242,7 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 // "degraded:" lines each dependency it cannot reach: the configuration store (this replica may
 // serve a stale configuration) and the Kafka streams (load and KV residency stop updating).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	resp, err := s.rpc.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
@@ -315,8 +278,9 @@ func since(t time.Time) string {
 	return time.Since(t).Round(time.Millisecond).String() + " ago"
 }
 
-// Run serves until ctx is cancelled, then drains within ShutdownTimeout: readiness fails first,
-// listeners stop accepting, in-flight calls finish or are cut at the deadline.
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout (internal/serve):
+// readiness fails first, both listeners stop accepting, in-flight calls finish or are cut at
+// the deadline.
 func (s *Server) Run(ctx context.Context) error {
 	if s.cfg.Health.ProbeInterval > 0 {
 		// New engines are unproven until a probe passes: probe once before serving (bounded
@@ -325,17 +289,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.engineHealth.ProbeAll(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	// HTTP drains first: its Connect, gRPC-Web and REST calls run on the gRPC server.
 	g.Go(func() error {
-		if err := s.grpcServer.Serve(s.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			return fmt.Errorf("grpc server: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if err := s.httpServer.Serve(s.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
+		err := serve.Run(gctx, serve.Options{ShutdownTimeout: s.cfg.ShutdownTimeout, Logger: s.logger,
+			OnServing: s.rpc.serving, OnDrain: s.rpc.health.Shutdown},
+			serve.HTTP(s.httpServer, s.httpLis), serve.GRPC(s.rpc.grpc, s.grpcLis, s.rpc.mem))
+		s.logger.Info("decider stopped")
+		return err
 	})
 	g.Go(func() error { return ignoreCancel(s.store.Run(gctx)) })
 	g.Go(func() error { return ignoreCancel(s.leases.Run(gctx)) })
@@ -345,17 +305,10 @@ func (s *Server) Run(ctx context.Context) error {
 		s.ingestion.run(gctx, g)
 	}
 	g.Go(func() error { return s.watchConfig(gctx) })
-	g.Go(func() error {
-		<-gctx.Done()
-		return s.shutdown()
-	})
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	for _, svc := range []string{sluicev1connect.DeciderServiceName, sluicev1connect.AdminServiceName} {
-		s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
 	s.logger.Info("decider serving", slog.String("grpc_addr", s.GRPCAddr()), slog.String("http_addr", s.HTTPAddr()),
 		slog.Int64("config_version", s.decider.ConfigVersion()))
 	err := g.Wait()
+	_ = s.rpc.rest.Close()
 	if c, ok := s.store.(interface{ Close() }); ok {
 		c.Close()
 	}
@@ -376,29 +329,6 @@ func (s *Server) watchConfig(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-func (s *Server) shutdown() error {
-	s.health.Shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		s.grpcServer.GracefulStop()
-		close(done)
-	}()
-	herr := s.httpServer.Shutdown(ctx)
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.grpcServer.Stop()
-		<-done
-	}
-	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) {
-		return fmt.Errorf("http shutdown: %w", herr)
-	}
-	s.logger.Info("decider stopped")
-	return nil
 }
 
 func ignoreCancel(err error) error {

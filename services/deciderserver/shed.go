@@ -11,8 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -97,11 +95,17 @@ func (sl *slot) release() {
 
 type slotKey struct{}
 
-// tap is the native gRPC server's InTapHandle. The slot is returned by unary as soon as the
-// handler returns, and in any case when the stream's context ends (a call that fails before
+// tap is the gRPC server's InTapHandle, run for calls on its own transport: native gRPC, and
+// REST over the in-process listener, which http admitted already (vanguard's calls reach the
+// server through ServeHTTP, which runs no tap). The slot is returned by the chain (chain.go)
+// as soon as the handler returns, before the response is written, so a client's next call never
+// finds its previous one still counted, and in any case when the stream's context ends (a call that fails before
 // reaching the handler, e.g. on a malformed message).
 func (s *shedder) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != decideProcedure {
+		return ctx, nil
+	}
+	if inProcess(ctx) {
 		return ctx, nil
 	}
 	if !s.acquire() {
@@ -113,19 +117,12 @@ func (s *shedder) tap(ctx context.Context, info *tap.Info) (context.Context, err
 	return context.WithValue(ctx, slotKey{}, sl), nil
 }
 
-// unary returns the call's slot when its handler returns, before the response is written, so
-// a client's next call never finds its previous one still counted.
-func (s *shedder) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if sl, ok := ctx.Value(slotKey{}).(*slot); ok {
-		defer sl.release()
-	}
-	return handler(ctx, req)
-}
-
 // http wraps the HTTP port's handler: Connect, gRPC-Web and gRPC over HTTP for the Decide
-// procedure, and the REST route. Shed Connect-family calls get the protocol's own
-// resource_exhausted error; shed REST calls get 503 with Retry-After and the same JSON status
-// body grpc-gateway writes for other errors.
+// procedure, and the REST route. It admits (or sheds) before anything reads the body, so the
+// slot is held from the first byte; the call then reaches the gRPC server without a second
+// admission. Shed Connect-family calls get the protocol's own resource_exhausted error (written
+// here from the same status, since the call never reaches vanguard); shed REST calls get 503
+// with Retry-After and the same JSON status body grpc-gateway writes for other errors.
 func (s *shedder) http(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != decideProcedure && r.URL.Path != decideRESTPath {
@@ -138,13 +135,20 @@ func (s *shedder) http(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((s.retryAfter+time.Second-1)/time.Second))))
+		st := statusOf(s.err())
 		if r.URL.Path == decideProcedure {
 			s.shed.WithLabelValues("connect").Inc()
-			_ = connect.NewErrorWriter().Write(w, r, connectError(s.err()))
+			ce := connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+			for _, d := range st.Proto().GetDetails() {
+				if detail, err := connect.NewErrorDetail(d); err == nil {
+					ce.AddDetail(detail)
+				}
+			}
+			_ = connect.NewErrorWriter().Write(w, r, ce)
 			return
 		}
 		s.shed.WithLabelValues("rest").Inc()
-		body, _ := protojson.Marshal(status.Convert(grpcError(s.err())).Proto())
+		body, _ := protojson.Marshal(st.Proto())
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write(body)

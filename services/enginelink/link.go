@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/internal/serve"
 )
 
 // Link is the enginelink process: it follows a set of engines (static, and the decider's
@@ -106,8 +108,8 @@ func (l *Link) Run(ctx context.Context) error {
 	var ln net.Listener
 	if l.cfg.HTTPAddr != "" {
 		var err error
-		if ln, err = net.Listen("tcp", l.cfg.HTTPAddr); err != nil {
-			return fmt.Errorf("-http-addr %q: %w (use a free address)", l.cfg.HTTPAddr, err)
+		if ln, err = serve.Listen("http-addr", l.cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("%w (use a free address)", err)
 		}
 		l.httpAddr.Store(ln.Addr().String())
 	}
@@ -131,18 +133,9 @@ func (l *Link) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(engCtx)
 	if ln != nil {
-		srv := l.httpServer()
 		g.Go(func() error {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("http: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-gctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
+			return serve.Run(gctx, serve.Options{ShutdownTimeout: time.Second, OnDrain: func() { l.ready.Store(false) }},
+				serve.HTTP(l.httpServer(), ln))
 		})
 	}
 	if len(socks) > 0 {

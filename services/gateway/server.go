@@ -8,7 +8,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -31,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/components/limits"
 	"github.com/sluicehq/sluice/components/strictjson"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/serve"
 )
 
 // Server is one gateway process (or an embedded gateway in dev mode).
@@ -126,9 +125,9 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	s.httpServer = &http.Server{Handler: limitBodies(mux, sizes.MaxBodyBytes),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+	if s.lis, err = serve.Listen("addr", cfg.Addr); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("-addr %s: %w", cfg.Addr, err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -208,42 +207,19 @@ func (s *Server) deciderReady(ctx context.Context) error {
 // the listener stops accepting, in-flight requests (streams included) finish or are cut at the
 // deadline, and the decider connection closes last so their leases are still released.
 func (s *Server) Run(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := s.httpServer.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		return s.shutdown()
-	})
 	s.logger.Info("gateway serving", slog.String("addr", s.Addr()), slog.String("decider_addr", s.cfg.DeciderAddr),
 		slog.String("tokenizer", s.cfg.Tokenizer))
-	err := g.Wait()
+	err := serve.Run(ctx, serve.Options{ShutdownTimeout: s.cfg.ShutdownTimeout, Logger: s.logger,
+		OnDrain: func() { s.draining.Store(true) }}, serve.HTTP(s.httpServer, s.lis))
+	if err == nil {
+		s.logger.Info("gateway stopped")
+	}
 	s.waitHandlers()
 	s.engines.CloseIdleConnections()
 	if cerr := s.conn.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close decider connection: %w", cerr)
 	}
 	return err
-}
-
-func (s *Server) shutdown() error {
-	s.draining.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	err := s.httpServer.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		s.logger.Warn("gateway drain deadline reached; closing remaining connections")
-		err = s.httpServer.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
-	}
-	s.logger.Info("gateway stopped")
-	return nil
 }
 
 // waitHandlers waits for inference handlers cut by a forced close to release their leases,

@@ -61,6 +61,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/services/simengine/engine"
 )
 
@@ -154,8 +155,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)}
 
 	var err error
-	if s.lis, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return nil, fmt.Errorf("-addr %s: %w", cfg.Addr, err)
+	if s.lis, err = serve.Listen("addr", cfg.Addr); err != nil {
+		return nil, err
 	}
 	if role == engine.RolePrefill {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
@@ -238,69 +239,36 @@ func (s *Server) pick(asked *int) (int, error) {
 // SetFailed makes /health and the generation routes answer 503 (true) or serve again (false).
 func (s *Server) SetFailed(failed bool) { s.failed.Store(failed) }
 
-// Run serves until ctx is cancelled, then drains within ShutdownTimeout: health fails first,
-// the listeners stop accepting, running requests finish or are cut at the deadline, and the
-// publisher sends what it holds.
+// Run serves until ctx is cancelled, then drains within ShutdownTimeout (internal/serve):
+// health fails first, the listeners stop accepting, running requests finish or are cut at the
+// deadline, and the publisher sends what it holds.
 func (s *Server) Run(ctx context.Context) error {
+	servers := []serve.Server{serve.HTTP(s.httpServer, s.lis)}
+	if s.bootLis != nil {
+		// KV-handoff connections are accepted and closed at once: only the port's reachability
+		// is simulated.
+		servers = append(servers, serve.Accept("bootstrap listener", s.bootLis, func(c net.Conn) { c.Close() }))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := s.httpServer.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
+		err := serve.Run(gctx, serve.Options{ShutdownTimeout: s.cfg.ShutdownTimeout, OnDrain: func() { s.failed.Store(true) }}, servers...)
+		// A request cut at the deadline ends its run with its context.
+		for _, e := range s.engines {
+			e.Wait()
 		}
-		return nil
+		if err == nil {
+			s.logger.Info("simengine stopped")
+		}
+		return err
 	})
-	if s.bootLis != nil {
-		g.Go(func() error { return s.serveBootstrap() })
-	}
 	if s.pub != nil {
 		g.Go(func() error { return s.pub.Run(gctx) })
 	}
 	for _, z := range s.kvZMQ {
 		g.Go(func() error { return z.Run(gctx) })
 	}
-	g.Go(func() error {
-		<-gctx.Done()
-		return s.shutdown()
-	})
 	s.logger.Info("simengine serving", slog.String("addr", s.Addr()), slog.String("role", s.role.String()),
 		slog.String("model", s.cfg.Model), slog.Int("dp_size", len(s.engines)), slog.Int("bootstrap_port", s.BootstrapPort()),
 		slog.Bool("kafka", s.pub != nil), slog.String("kv_events_endpoint", s.cfg.KVEventsEndpoint))
 	return g.Wait()
-}
-
-// serveBootstrap accepts KV-handoff connections and closes them at once: only the port's
-// reachability is simulated.
-func (s *Server) serveBootstrap() error {
-	for {
-		c, err := s.bootLis.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("bootstrap listener: %w", err)
-		}
-		c.Close()
-	}
-}
-
-func (s *Server) shutdown() error {
-	s.failed.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if s.bootLis != nil {
-		s.bootLis.Close()
-	}
-	err := s.httpServer.Shutdown(ctx)
-	if err != nil {
-		// Cut what is still streaming; its runs end with their request contexts.
-		s.httpServer.Close()
-	}
-	for _, e := range s.engines {
-		e.Wait()
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("http shutdown: %w", err)
-	}
-	s.logger.Info("simengine stopped")
-	return nil
 }
