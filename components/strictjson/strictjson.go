@@ -1,4 +1,4 @@
-// Package strictjson is the request decoding of every REST (grpc-gateway) and Connect endpoint
+// Package strictjson is the request decoding of every REST (grpc-gateway), Connect and gRPC-Web endpoint
 // of the decider and the gateway: unknown JSON fields, unknown enum names and query parameters
 // that name no field are refused.
 package strictjson
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/vanguard"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,7 +28,8 @@ import (
 // enum name ("outcome": "NOPE") reads as the zero value. The decider refuses both, on every
 // JSON route, with InvalidArgument (HTTP 400) naming the field.
 
-// strictUnmarshal is the JSON decoding of every REST and Connect request.
+// strictUnmarshal is the JSON decoding of every REST request (Connect's is VanguardCodec's,
+// which needs the transcoder's type resolver).
 var strictUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: false}
 
 // badJSON rewords a protojson error so it says what to fix.
@@ -76,40 +78,29 @@ func explainDecode(v any, err error) error {
 	return err
 }
 
-// strictConnectJSON is Connect's JSON codec ("json", and "json; charset=utf-8") refusing
-// unknown fields and enum names.
-type strictConnectJSON struct{ name string }
+// VanguardCodec is the JSON codec of Connect and gRPC-Web calls (vanguard.WithCodec): vanguard
+// decodes a JSON request with it, refusing unknown fields and enum names like REST, and
+// re-encodes it as protobuf for the gRPC server; answers are written without unpopulated
+// fields, as Connect writes them. A refusal is InvalidArgument (HTTP 400) naming what to fix:
+// vanguard reports any other decode error as Internal.
+func VanguardCodec(res vanguard.TypeResolver) vanguard.Codec { return vanguardJSON{resolver: res} }
 
-var _ connect.Codec = strictConnectJSON{}
-
-// ConnectCodecs replaces Connect's JSON codecs on a handler.
-func ConnectCodecs() connect.HandlerOption {
-	return connect.WithHandlerOptions(
-		connect.WithCodec(strictConnectJSON{name: "json"}),
-		connect.WithCodec(strictConnectJSON{name: "json; charset=utf-8"}),
-	)
+type vanguardJSON struct {
+	resolver vanguard.TypeResolver
 }
 
-func (c strictConnectJSON) Name() string { return c.name }
+func (vanguardJSON) Name() string { return vanguard.CodecJSON }
 
-func (c strictConnectJSON) Marshal(v any) ([]byte, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a proto.Message", v)
-	}
-	return protojson.MarshalOptions{}.Marshal(m)
+func (c vanguardJSON) MarshalAppend(base []byte, msg proto.Message) ([]byte, error) {
+	return protojson.MarshalOptions{Resolver: c.resolver}.MarshalAppend(base, msg)
 }
 
-func (c strictConnectJSON) Unmarshal(data []byte, v any) error {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return fmt.Errorf("%T is not a proto.Message", v)
-	}
+func (c vanguardJSON) Unmarshal(data []byte, msg proto.Message) error {
 	if len(data) == 0 {
-		return errors.New("request body is empty: send a JSON object ({} for a request with no fields)")
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("request body is empty: send a JSON object ({} for a request with no fields)"))
 	}
-	if err := strictUnmarshal.Unmarshal(data, m); err != nil {
-		return badJSON(m, err)
+	if err := (protojson.UnmarshalOptions{Resolver: c.resolver}).Unmarshal(data, msg); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, badJSON(msg, err))
 	}
 	return nil
 }

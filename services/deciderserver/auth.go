@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/flagenv"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
@@ -69,10 +71,10 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 			a.decideToken = true
 		}
 	}
-	for _, t := range splitTokens(cfg.AdminTokens) {
+	for _, t := range flagenv.List(cfg.AdminTokens) {
 		add(RoleAdmin, t)
 	}
-	for _, t := range splitTokens(cfg.ViewerTokens) {
+	for _, t := range flagenv.List(cfg.ViewerTokens) {
 		add(RoleViewer, t)
 	}
 	if cfg.DecideToken != "" {
@@ -102,16 +104,6 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 		}
 	}
 	return a, nil
-}
-
-func splitTokens(s string) []string {
-	var out []string
-	for _, t := range strings.Split(s, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // lookup returns the token matching secret. Every configured token is

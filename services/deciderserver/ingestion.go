@@ -6,8 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/flagenv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -62,15 +63,7 @@ func (c *IngestConfig) registerFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HealthInterval, "kafka-health-interval", c.HealthInterval, "how often the brokers are probed for reachability and high watermarks (sluice_ingest_broker_reachable, sluice_ingest_lag_records)")
 }
 
-func (c IngestConfig) brokers() []string {
-	var out []string
-	for _, b := range strings.Split(c.Brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func (c IngestConfig) brokers() []string { return flagenv.List(c.Brokers) }
 
 // ingestion is the running Kafka ingestion: the two consumers and the snapshotter.
 type ingestion struct {

@@ -78,7 +78,7 @@ func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev
 	ch.counter = newCallCounter(d.reg, procedures)
 
 	// No target compression: vanguard inflates request bodies itself, through cappedGzip.
-	vg, err := vanguardgrpc.NewTranscoder(r.grpc, vanguard.WithCodec(newConnectJSON), cappedGzip(d.sizes.MaxBodyBytes),
+	vg, err := vanguardgrpc.NewTranscoder(r.grpc, vanguard.WithCodec(strictjson.VanguardCodec), cappedGzip(d.sizes.MaxBodyBytes),
 		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(uint32(d.sizes.MaxBodyBytes)), vanguard.WithNoTargetCompression()))
 	if err != nil {
 		return nil, fmt.Errorf("vanguard: %w", err)
