@@ -41,6 +41,14 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 	return nil, fmt.Errorf("unknown policy type %q: %w", spec.Type, ErrInvalidConfiguration)
 }
 
+// basics is what every load-reading policy holds: its dependencies and its admission caps.
+type basics struct {
+	deps   Deps
+	limits admission.Limits
+}
+
+// newBasic returns the policy of a type that needs nothing but basics: round_robin, random,
+// load_based, and power_of_two (also for "", the default type).
 func newBasic(typ string, deps Deps, limits admission.Limits) Policy {
 	switch typ {
 	case config.PolicyRoundRobin:

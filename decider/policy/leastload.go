@@ -17,16 +17,13 @@ import (
 // router-local in-flight requests, which keeps the comparison consistent across the set. Ties
 // rotate with a cursor owned by this instance.
 type leastLoad struct {
-	deps   Deps
-	limits admission.Limits
+	basics
 	cursor atomic.Uint64
 }
 
-var _ Policy = (*leastLoad)(nil)
-
 // newLeastLoad returns a least-load policy with the given admission caps.
 func newLeastLoad(deps Deps, limits admission.Limits) *leastLoad {
-	return &leastLoad{deps: deps, limits: limits}
+	return &leastLoad{basics: basics{deps, limits}}
 }
 
 // Name implements Policy.

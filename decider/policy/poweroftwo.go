@@ -14,17 +14,14 @@ import (
 // single candidate is selected directly, its load still read for admission. A rejection is
 // returned as is: no resampling, no switching to the other sample, no fallback.
 type powerOfTwo struct {
-	deps   Deps
-	limits admission.Limits
+	basics
 	// intN draws a uniform integer in [0, n); replaced in tests for deterministic sampling.
 	intN func(n int) int
 }
 
-var _ Policy = (*powerOfTwo)(nil)
-
 // newPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
 func newPowerOfTwo(deps Deps, limits admission.Limits) *powerOfTwo {
-	return &powerOfTwo{deps: deps, limits: limits, intN: rand.IntN}
+	return &powerOfTwo{basics: basics{deps, limits}, intN: rand.IntN}
 }
 
 // Name implements Policy.

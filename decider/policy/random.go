@@ -11,15 +11,12 @@ import (
 
 // random chooses uniformly among the candidates, then checks admission on its choice.
 type random struct {
-	deps   Deps
-	limits admission.Limits
+	basics
 }
-
-var _ Policy = (*random)(nil)
 
 // newRandom returns a uniform random policy with the given admission caps.
 func newRandom(deps Deps, limits admission.Limits) *random {
-	return &random{deps: deps, limits: limits}
+	return &random{basics: basics{deps, limits}}
 }
 
 // Name implements Policy.

@@ -12,16 +12,13 @@ import (
 // roundRobin rotates over the candidates with a cursor owned by this instance (one cursor per
 // role-group policy), then checks admission on the engine it landed on.
 type roundRobin struct {
-	deps   Deps
-	limits admission.Limits
+	basics
 	cursor atomic.Uint64
 }
 
-var _ Policy = (*roundRobin)(nil)
-
 // newRoundRobin returns a round-robin policy with the given admission caps.
 func newRoundRobin(deps Deps, limits admission.Limits) *roundRobin {
-	return &roundRobin{deps: deps, limits: limits}
+	return &roundRobin{basics: basics{deps, limits}}
 }
 
 // Name implements Policy.
