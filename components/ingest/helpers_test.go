@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/internal/kafkadev"
@@ -210,32 +211,12 @@ func loadProto(t testing.TB, r *sluicev1.LoadReport) *kgo.Record {
 	return &kgo.Record{Key: []byte(r.GetEngineId()), Value: v}
 }
 
-// stored builds a KvEventBatch storing n blocks of 4 tokens with hashes
-// base..base+n-1.
-func stored(engine string, rank int32, epoch, seq uint64, base uint64, n int) *sluicev1.KvEventBatch {
-	hashes := make([]uint64, n)
-	toks := make([]uint32, 4*n)
-	for i := range hashes {
-		hashes[i] = base + uint64(i)
-	}
-	for i := range toks {
-		toks[i] = uint32(base)*4 + uint32(i)
-	}
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Time: timestamppb.Now(),
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_BlockStored{BlockStored: &sluicev1.BlockStored{
-			BlockHashes: hashes, TokenIds: toks, BlockSize: 4}}}}}
-}
-
-func removed(engine string, rank int32, epoch, seq uint64, hashes ...uint64) *sluicev1.KvEventBatch {
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_BlockRemoved{BlockRemoved: &sluicev1.BlockRemoved{BlockHashes: hashes}}}}}
-}
-
-func cleared(engine string, rank int32, epoch, seq uint64) *sluicev1.KvEventBatch {
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_AllBlocksCleared{AllBlocksCleared: &sluicev1.AllBlocksCleared{}}}}}
-}
+// Batch builders shared with the decoders' tests.
+var (
+	stored  = kvwiretest.Stored
+	removed = kvwiretest.Removed
+	cleared = kvwiretest.Cleared
+)
 
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {

@@ -1,13 +1,13 @@
 package ingest
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sluicehq/sluice/components/kvwire"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -18,21 +18,14 @@ import (
 // real index: KV-cache groups, namespaces, tiers, page-size-1 prompts, EAGLE
 // and the ZMQ seq rules (docs/kv-events.md).
 
-// mpBatch encodes a msgpack batch [ts, events, rank] of map events.
+// mpBatch encodes a msgpack batch [ts, events, rank] of map events as Python writes them.
 func mpBatch(t testing.TB, events ...map[string]any) []byte {
 	t.Helper()
-	evs := make([]any, len(events))
-	for i, e := range events {
-		evs[i] = e
-	}
-	// Compact integers, as Python's msgpack and msgspec write them.
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	if err := enc.Encode([]any{float64(time.Now().UnixNano()) / 1e9, evs, 0}); err != nil {
+	b, err := kvwiretest.MsgpackBatch(float64(time.Now().UnixNano())/1e9, events...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 func mpRecord(format, engine string, epoch, seq int, value []byte) *kgo.Record {

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
 
-	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .msgpack fixtures in testdata/")
@@ -97,22 +97,14 @@ func readFixture(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join("testdata", name+".msgpack"))
 }
 
-// mpBatch encodes a msgpack batch [ts, events, rank] of map events with
-// compact integers, as Python's msgpack and msgspec write them.
+// mpBatch encodes a msgpack batch [ts, events, rank] of map events as Python writes them.
 func mpBatch(t testing.TB, events ...map[string]any) []byte {
 	t.Helper()
-	evs := make([]any, len(events))
-	for i, e := range events {
-		evs[i] = e
-	}
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	enc.SetSortMapKeys(true)
-	if err := enc.Encode([]any{tsFloat, evs, 0}); err != nil {
+	b, err := kvwiretest.MsgpackBatch(tsFloat, events...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 // vllmStored is a vLLM 0.33 map-form BlockStored of blocks of 16 tokens.
@@ -123,28 +115,8 @@ func vllmStored(hashes []uint64, parent any, tokens []uint32, group int) map[str
 		"session_id": nil, "lookahead_token_ids": nil}
 }
 
-// pbStored builds a KvEventBatch storing n blocks of 4 tokens with hashes
-// base..base+n-1.
-func pbStored(engine string, rank int32, epoch, seq uint64, base uint64, n int) *sluicev1.KvEventBatch {
-	hashes := make([]uint64, n)
-	toks := make([]uint32, 4*n)
-	for i := range hashes {
-		hashes[i] = base + uint64(i)
-	}
-	for i := range toks {
-		toks[i] = uint32(base)*4 + uint32(i)
-	}
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_BlockStored{BlockStored: &sluicev1.BlockStored{
-			BlockHashes: hashes, TokenIds: toks, BlockSize: 4}}}}}
-}
-
-func pbRemoved(engine string, rank int32, epoch, seq uint64, hashes ...uint64) *sluicev1.KvEventBatch {
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_BlockRemoved{BlockRemoved: &sluicev1.BlockRemoved{BlockHashes: hashes}}}}}
-}
-
-func pbCleared(engine string, rank int32, epoch, seq uint64) *sluicev1.KvEventBatch {
-	return &sluicev1.KvEventBatch{EngineId: engine, DpRank: rank, Epoch: epoch, Seq: seq, Model: "m",
-		Events: []*sluicev1.KvEvent{{Event: &sluicev1.KvEvent_AllBlocksCleared{AllBlocksCleared: &sluicev1.AllBlocksCleared{}}}}}
-}
+var (
+	pbStored  = kvwiretest.Stored
+	pbRemoved = kvwiretest.Removed
+	pbCleared = kvwiretest.Cleared
+)
