@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/state/pgstore/pgtest"
@@ -28,15 +30,7 @@ func startDecider(t *testing.T) *deciderserver.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Background(t, srv.Run)
 	return srv
 }
 

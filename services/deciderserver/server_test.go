@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -42,15 +44,7 @@ func runServer(t testing.TB, cfg Config) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Background(t, srv.Run)
 	return srv
 }
 

@@ -3,7 +3,6 @@ package enginelink_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testrun"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
@@ -188,14 +189,6 @@ func startDecisionDecider(b testing.TB, brokers, kvTopic, loadTopic string) *dec
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- dec.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("decider Run: %v", fmt.Errorf("%w", err))
-		}
-	})
+	testrun.Background(b, dec.Run)
 	return dec
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,15 +81,7 @@ func runLink(t testing.TB, cfg enginelink.Config) *enginelink.Link {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Background(t, l.Run)
 	return l
 }
 

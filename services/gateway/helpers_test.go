@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -128,20 +130,8 @@ func startGateway(t testing.TB, d *deciderserver.Server, edit func(*Config)) *Se
 
 // run runs a service until the test ends and checks it stopped cleanly.
 func run(t testing.TB, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("Run did not return within 15s of cancellation")
-		}
-	})
+	t.Helper()
+	testrun.Background(t, fn)
 }
 
 // post sends a JSON body to the gateway.

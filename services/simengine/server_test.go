@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -35,15 +37,7 @@ func start(t *testing.T, cfg Config) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Background(t, s.Run)
 	return s, "http://" + s.Addr()
 }
 

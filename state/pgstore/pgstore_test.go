@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testrun"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/state/config"
@@ -48,15 +50,7 @@ func TestPostgresStoreContract(t *testing.T) {
 // runStore runs s.Run until the test ends.
 func runStore(t *testing.T, s *pgstore.Store) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Background(t, s.Run)
 }
 
 func TestReplicasReload(t *testing.T) {
