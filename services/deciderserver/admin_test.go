@@ -487,8 +487,8 @@ func TestAdminWriteDeadlineOnHungDatabase(t *testing.T) {
 }
 
 // A caller reads its own admin writes on the replica that took them: every engine registered
-// is listed by the very next GET (the store publishes writes to the replica asynchronously;
-// the write's answer waits until the replica serves its version).
+// is listed by the very next GET, and one deleted is gone from it (the store publishes writes
+// to the replica asynchronously; the write's answer waits until the replica serves its version).
 func TestAdminReadYourWrites(t *testing.T) {
 	srv := startWith(t, pgConfig(t, pgtest.SchemaDSN(t)))
 	for i := range 30 {
@@ -499,6 +499,15 @@ func TestAdminReadYourWrites(t *testing.T) {
 		}
 		if status, out := restCall(t, srv, "GET", "/v1/admin/engines/"+id, viewerToken, ""); status != 200 {
 			t.Fatalf("GET %s right after registering it = %d %v, want 200", id, status, out)
+		}
+		if i%3 != 0 {
+			continue
+		}
+		if status, out := restCall(t, srv, "DELETE", "/v1/admin/engines/"+id, adminToken, ""); status != 200 {
+			t.Fatalf("DELETE %s = %d %v", id, status, out)
+		}
+		if status, out := restCall(t, srv, "GET", "/v1/admin/engines/"+id, viewerToken, ""); status != 404 {
+			t.Fatalf("GET %s right after deleting it = %d %v, want 404", id, status, out)
 		}
 	}
 }
