@@ -11,9 +11,11 @@ import (
 )
 
 // leastLoad (configuration name load_based) chooses the least loaded candidate, then checks
-// admission on it. When every candidate has a fresh report the score is waiting + running +
-// the dispatches this router made to the engine after the report was captured (so requests the
-// report already counts are not counted twice); otherwise every candidate is scored by
+// admission on it. When every candidate has a fresh report the score is waiting + running of the
+// observation's load, which folds in the dispatches this router made to the engine after the
+// report was captured (withDispatches: each adds one request, so the score is reported waiting +
+// running + dispatches since, and requests the report already counts are not counted twice);
+// otherwise every candidate is scored by
 // router-local in-flight requests, which keeps the comparison consistent across the set. Ties
 // rotate with a cursor owned by this instance.
 type leastLoad struct {
@@ -44,12 +46,12 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 	scores := buf[:0]
 	reported := true
 	for _, w := range engines {
-		v := snap.ViewRef(w.Slot)
-		if v == nil {
+		o := p.deps.observe(snap, w, req.InputTokens)
+		if !o.known {
 			reported = false
 			break
 		}
-		scores = append(scores, v.Waiting+v.Running+p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+		scores = append(scores, satAdd(o.load.waiting, o.load.running))
 	}
 	if !reported {
 		scores = scores[:0]
@@ -81,7 +83,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 	if req.Trace != nil {
 		for _, w := range engines {
 			if w != chosen {
-				req.Trace.note(w, p.deps.observe(snap, w), "", "scored")
+				req.Trace.note(w, p.deps.observe(snap, w, req.InputTokens), "", "scored")
 			}
 		}
 		if reported {
@@ -90,5 +92,5 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
 		}
 	}
-	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, config.PolicyLoadBased)
+	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen, req.InputTokens), &req, config.PolicyLoadBased)
 }

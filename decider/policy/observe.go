@@ -36,20 +36,36 @@ type Deps struct {
 }
 
 // observation is one engine's load as a policy sees it during one pick.
+//
+// report is the engine's view exactly as reported (explain output and admission read it);
+// load is that report with the dispatches this router made to the engine after the report's
+// capture folded in (withDispatches). Every comparison of reported load, in every policy, reads
+// load, never report: a burst decided between two reports must see its own earlier picks.
 type observation struct {
-	view     loadtable.View
+	report   loadtable.View
+	load     pressure
 	known    bool
 	inflight int64
+	// since is the number of dispatches to the engine after report was captured (0 if unknown).
+	since int64
 }
 
-func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine) observation {
+// observe reads one engine's load from snap and the in-flight tracker. tokens is what each
+// dispatch since the report is assumed to add to the engine's pending prefill and KV: the
+// uncached tokens the request being placed would have on that engine (see withDispatches).
+func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine, tokens int64) observation {
 	v, ok := snap.View(w.Slot)
-	return observation{view: v, known: ok, inflight: d.InFlight.InFlight(w.Slot)}
+	o := observation{report: v, known: ok, inflight: d.InFlight.InFlight(w.Slot)}
+	if ok {
+		o.since = d.InFlight.DispatchesSince(w.Slot, v.CapturedAt)
+	}
+	o.load = withDispatches(&o.report, o.since, tokens)
+	return o
 }
 
 func (o observation) metrics() admission.Metrics {
-	return admission.Metrics{View: o.view, Known: o.known, InFlight: o.inflight}
+	return admission.Metrics{View: o.report, Known: o.known, InFlight: o.inflight}
 }
 
 // native reports whether the observation carries a fresh native view usable for pressure ranking.
-func (o observation) native() bool { return o.known && o.view.Native }
+func (o observation) native() bool { return o.known && o.report.Native }
