@@ -282,7 +282,7 @@ func TestBurstSpreadFigures(t *testing.T) {
 	t.Log(b.String())
 }
 
-// TestWithDispatches pins where withDispatches puts dispatches since a report.
+// TestWithDispatches pins where pressure.set puts dispatches since a report.
 func TestWithDispatches(t *testing.T) {
 	t.Parallel()
 	native := func(waiting, running, maxRunning, uncached int64) loadtable.View {
@@ -313,8 +313,9 @@ func TestWithDispatches(t *testing.T) {
 			pressure{running: 8, waiting: 4088, waitingUncached: math.MaxInt64, kvUsed: math.MaxInt64, kvCapacity: 1000}},
 	}
 	for _, tt := range tests {
-		if got := withDispatches(&tt.v, tt.d, tt.toks); got != tt.want {
-			t.Errorf("%s: withDispatches = %+v, want %+v", tt.name, got, tt.want)
+		var got pressure
+		if got.set(&tt.v, tt.d, tt.toks); got != tt.want {
+			t.Errorf("%s: set = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
 }

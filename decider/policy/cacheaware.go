@@ -221,7 +221,7 @@ func (p *cacheAware) residency() residencyChecker {
 
 // queued reports whether an engine reads a fresh waiting count at or above limit (0 = gate off).
 // The count is the observation's load: reported waiting plus the dispatches since the report
-// that withDispatches places in the queue. Unknown load passes the gate.
+// that pressure.set places in the queue. Unknown load passes the gate.
 func (p *cacheAware) queued(o observation, limit int64) bool {
 	return limit > 0 && o.known && o.load.waiting >= limit
 }
@@ -254,7 +254,7 @@ func (p *cacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engin
 // guardSwitch reports whether cur is materially more pressured than other: its measure exceeds
 // other's by the absolute threshold and by the factor. The measure is waiting uncached tokens,
 // or estimated queue milliseconds when a millisecond threshold is set and both have one, each
-// including the dispatches since the report (withDispatches). Without native reports on both,
+// including the dispatches since the report (pressure.set). Without native reports on both,
 // the guard never switches.
 func (p *cacheAware) guardSwitch(cur, other observation) bool {
 	if !p.s.PressureGuard || !cur.native() || !other.native() {

@@ -13,7 +13,7 @@ import (
 // leastLoad (configuration name load_based) chooses the least loaded candidate, then checks
 // admission on it. When every candidate has a fresh report the score is waiting + running of the
 // observation's load, which folds in the dispatches this router made to the engine after the
-// report was captured (withDispatches: each adds one request, so the score is reported waiting +
+// report was captured (pressure.set: each adds one request, so the score is reported waiting +
 // running + dispatches since, and requests the report already counts are not counted twice);
 // otherwise every candidate is scored by
 // router-local in-flight requests, which keeps the comparison consistent across the set. Ties
@@ -46,12 +46,15 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 	scores := buf[:0]
 	reported := true
 	for _, w := range engines {
-		o := p.deps.observe(snap, w, req.InputTokens)
-		if !o.known {
+		v := snap.ViewRef(w.Slot)
+		if v == nil {
 			reported = false
 			break
 		}
-		scores = append(scores, satAdd(o.load.waiting, o.load.running))
+		// The request counts of observe's load (pressure.set), without the rest of an
+		// observation: the same placement, so the sum is reported waiting + running + since.
+		waiting, running := requestsWith(v, p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+		scores = append(scores, satAdd(waiting, running))
 	}
 	if !reported {
 		scores = scores[:0]

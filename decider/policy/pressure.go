@@ -11,7 +11,7 @@ import (
 )
 
 // pressure is the part of an engine's load that comparisons read: its report with the
-// dispatches since the report folded in. Only withDispatches builds one.
+// dispatches since the report folded in. Only set fills one.
 type pressure struct {
 	waiting, running   int64
 	waitingUncached    int64
@@ -20,32 +20,25 @@ type pressure struct {
 	hasQueueTime       bool
 }
 
-// withDispatches folds d dispatches made after v was captured into v's figures. Each such
+// set fills p with v's figures and d dispatches made after v was captured folded in. Each such
 // dispatch is one request the report cannot count yet, assumed to cost the engine what the
 // request being placed would (tokens: its uncached tokens there):
-//   - requests: it joins running while the report shows an empty queue and free batch slots
-//     (running < max running, native views only), else waiting; so waiting + running grows by
-//     exactly d, as in load_based's score.
+//   - requests (requestsWith): it joins running while the report shows an empty queue and free
+//     batch slots (running < max running, native views only), else waiting; so waiting +
+//     running grows by exactly d, which is load_based's score.
 //   - pending prefill (native views only): waiting uncached tokens grow by d × tokens whether
 //     the dispatch queues or runs, since its prefill is still ahead of the request being placed;
 //     the estimated queue time is recomputed from them at the reported prefill rate.
 //   - KV used (native views only) grows by d × tokens.
 //
-// Arithmetic saturates; d = 0 returns the report's figures unchanged.
-func withDispatches(v *loadtable.View, d, tokens int64) pressure {
-	p := pressure{waiting: v.Waiting, running: v.Running, waitingUncached: v.WaitingUncachedTokens,
-		kvUsed: v.KVUsedTokens, kvCapacity: v.KVCapacityTokens, queueTime: v.QueueTime, hasQueueTime: v.HasQueueTime}
-	if d <= 0 {
-		return p
-	}
-	var run int64
-	if v.Native && v.Waiting == 0 {
-		run = min(d, max(v.MaxRunningRequests-v.Running, 0))
-	}
-	p.running = satAdd(p.running, run)
-	p.waiting = satAdd(p.waiting, d-run)
-	if !v.Native {
-		return p
+// Arithmetic saturates; d = 0 leaves the report's figures unchanged. set writes p in place
+// (returning the struct by value costs a store-forwarding stall per field on the hot path).
+func (p *pressure) set(v *loadtable.View, d, tokens int64) {
+	p.waiting, p.running = requestsWith(v, d)
+	p.waitingUncached, p.kvUsed, p.kvCapacity = v.WaitingUncachedTokens, v.KVUsedTokens, v.KVCapacityTokens
+	p.queueTime, p.hasQueueTime = v.QueueTime, v.HasQueueTime
+	if d <= 0 || !v.Native {
+		return
 	}
 	add := satMul(d, max(tokens, 0))
 	p.waitingUncached = satAdd(p.waitingUncached, add)
@@ -58,7 +51,19 @@ func withDispatches(v *loadtable.View, d, tokens int64) pressure {
 			p.queueTime = time.Duration(q)
 		}
 	}
-	return p
+}
+
+// requestsWith returns v's waiting and running requests with d dispatches since its capture
+// placed as set describes.
+func requestsWith(v *loadtable.View, d int64) (waiting, running int64) {
+	if d <= 0 {
+		return v.Waiting, v.Running
+	}
+	var run int64
+	if v.Native && v.Waiting == 0 {
+		run = min(d, max(v.MaxRunningRequests-v.Running, 0))
+	}
+	return satAdd(v.Waiting, d-run), satAdd(v.Running, run)
 }
 
 func satAdd(a, b int64) int64 {
@@ -81,7 +86,7 @@ func satMul(a, b int64) int64 {
 }
 
 // comparePressure orders two engines by stage pressure; negative means a is less pressured.
-// Every figure is the report plus the dispatches since it (withDispatches).
+// Every figure is the report plus the dispatches since it (pressure.set).
 // Both native: plain and prefill compare estimated prefill queue time (when both have it), then
 // waiting uncached tokens, waiting requests and running requests; decode compares waiting
 // requests, running requests, KV usage fraction and KV tokens used. Reported ties, and any pair

@@ -47,7 +47,7 @@ func (t *Trace) note(w *registry.Engine, o observation, rejection, note string) 
 	c := CandidateNote{EngineID: w.ID, LoadKnown: o.known, InFlight: o.inflight, DispatchesSinceReport: o.since,
 		Rejection: rejection, Note: note}
 	if o.known {
-		c.Load = o.report
+		c.Load = *o.report
 		c.LoadAge = o.report.Age(t.Now)
 	}
 	t.Candidates = append(t.Candidates, c)
