@@ -56,9 +56,13 @@ func (p *pressure) set(v *loadtable.View, d, tokens int64) {
 // requestsWith returns v's waiting and running requests with d dispatches since its capture
 // placed as set describes.
 func requestsWith(v *loadtable.View, d int64) (waiting, running int64) {
-	if d <= 0 {
+	if d <= 0 { // the common case between bursts, kept inlinable
 		return v.Waiting, v.Running
 	}
+	return placeDispatches(v, d)
+}
+
+func placeDispatches(v *loadtable.View, d int64) (waiting, running int64) {
 	var run int64
 	if v.Native && v.Waiting == 0 {
 		run = min(d, max(v.MaxRunningRequests-v.Running, 0))
