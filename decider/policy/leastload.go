@@ -11,13 +11,13 @@ import (
 )
 
 // leastLoad (configuration name load_based) chooses the least loaded candidate, then checks
-// admission on it. When every candidate has a fresh report the score is waiting + running of the
-// observation's load, which folds in the dispatches this router made to the engine after the
-// report was captured (pressure.set: each adds one request, so the score is reported waiting +
-// running + dispatches since, and requests the report already counts are not counted twice);
-// otherwise every candidate is scored by
-// router-local in-flight requests, which keeps the comparison consistent across the set. Ties
-// rotate with a cursor owned by this instance.
+// admission on it. When every candidate has a fresh report the score is waiting + running with
+// the dispatches this router made to the engine after the report was captured placed as every
+// other comparison places them (requestsWith, pressure.set): each adds one request, so the
+// score is reported waiting + running + dispatches since, and requests the report already
+// counts are not counted twice. Otherwise every candidate is scored by router-local in-flight
+// requests, which keeps the comparison consistent across the set. Ties rotate with a cursor
+// owned by this instance.
 type leastLoad struct {
 	basics
 	cursor atomic.Uint64
@@ -51,8 +51,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			reported = false
 			break
 		}
-		// The request counts of observe's load (pressure.set), without the rest of an
-		// observation: the same placement, so the sum is reported waiting + running + since.
+		// The request counts of an observation's load, without building the rest of one.
 		waiting, running := requestsWith(v, p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
 		scores = append(scores, satAdd(waiting, running))
 	}
