@@ -97,7 +97,7 @@ func (b *binder) admit(w *registry.Engine, req Request, reason string) (Pick, er
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(b.limits, w, b.deps.observe(snap, w), &req, reason)
+	return admitSelected(b.limits, w, b.deps.observe(snap, w, req.InputTokens), &req, reason)
 }
 
 func byID(engines []*registry.Engine, id string) *registry.Engine {

@@ -89,7 +89,8 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 			if p.s.MinMatchRatio > 0 && float64(matched) < p.s.MinMatchRatio*float64(req.InputTokens) {
 				continue
 			}
-			holders = append(holders, holder{w: engines[i], o: p.deps.observe(snap, engines[i]), uncached: req.InputTokens - matched})
+			uncached := req.InputTokens - matched
+			holders = append(holders, holder{w: engines[i], o: p.deps.observe(snap, engines[i], uncached), uncached: uncached})
 		}
 	}
 	byPressure := setComparator(req.Stage, holdersObs(holders))
@@ -116,7 +117,7 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 		}
 	}
 	reason := ReasonCacheCandidate
-	if len(holders) > 0 && len(open) == 0 && p.s.SaturationFloor == 0 && p.groupQueued(snap, engines, p.s.QueueLimit) {
+	if len(holders) > 0 && len(open) == 0 && p.s.SaturationFloor == 0 && p.groupQueued(snap, engines, p.s.QueueLimit, req.InputTokens) {
 		open, reason = holders, ReasonSaturationPin
 		req.Trace.setDetail("every holder and the whole group is queued: holders re-admitted")
 	}
@@ -162,7 +163,7 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 	}
 
 	// Step 7: nothing admitted.
-	if len(holders) > 0 && p.s.SaturationFloor > 0 && !p.anyBelow(snap, engines, p.s.SaturationFloor) {
+	if len(holders) > 0 && p.s.SaturationFloor > 0 && !p.anyBelow(snap, engines, p.s.SaturationFloor, req.InputTokens) {
 		gated := holders[:0:0]
 		for _, h := range holders {
 			if h.gated {
@@ -192,7 +193,7 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 	// Step 8: miss. Power-of-k over the engines that pass the queue gate (all if none do).
 	obs := make([]observation, len(engines))
 	for i, w := range engines {
-		obs[i] = p.deps.observe(snap, w)
+		obs[i] = p.deps.observe(snap, w, req.InputTokens)
 	}
 	pool := make([]int, 0, len(engines))
 	for i := range engines {
@@ -219,28 +220,31 @@ func (p *cacheAware) residency() residencyChecker {
 }
 
 // queued reports whether an engine reads a fresh waiting count at or above limit (0 = gate off).
-// Unknown load passes the gate.
+// The count is the observation's load: reported waiting plus the dispatches since the report
+// that pressure.set places in the queue. Unknown load passes the gate.
 func (p *cacheAware) queued(o observation, limit int64) bool {
-	return limit > 0 && o.known && o.view.Waiting >= limit
+	return limit > 0 && o.known && o.load.waiting >= limit
 }
 
-// groupQueued reports whether every engine of the group provably reads waiting >= limit.
-func (p *cacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Engine, limit int64) bool {
+// groupQueued reports whether every engine of the group provably reads waiting >= limit
+// (reported waiting plus dispatches since, as queued counts it).
+func (p *cacheAware) groupQueued(snap loadtable.Snapshot, engines []*registry.Engine, limit, tokens int64) bool {
 	if limit <= 0 {
 		return false
 	}
 	for _, w := range engines {
-		if v := snap.ViewRef(w.Slot); v == nil || v.Waiting < limit {
+		if o := p.deps.observe(snap, w, tokens); !o.known || o.load.waiting < limit {
 			return false
 		}
 	}
 	return true
 }
 
-// anyBelow reports whether some engine reads a fresh waiting count below floor.
-func (p *cacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engine, floor int64) bool {
+// anyBelow reports whether some engine reads a fresh waiting count below floor (reported waiting
+// plus dispatches since, as queued counts it).
+func (p *cacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engine, floor, tokens int64) bool {
 	for _, w := range engines {
-		if v := snap.ViewRef(w.Slot); v != nil && v.Waiting < floor {
+		if o := p.deps.observe(snap, w, tokens); o.known && o.load.waiting < floor {
 			return true
 		}
 	}
@@ -249,17 +253,18 @@ func (p *cacheAware) anyBelow(snap loadtable.Snapshot, engines []*registry.Engin
 
 // guardSwitch reports whether cur is materially more pressured than other: its measure exceeds
 // other's by the absolute threshold and by the factor. The measure is waiting uncached tokens,
-// or estimated queue milliseconds when a millisecond threshold is set and both have one.
-// Without native reports on both, the guard never switches.
+// or estimated queue milliseconds when a millisecond threshold is set and both have one, each
+// including the dispatches since the report (pressure.set). Without native reports on both,
+// the guard never switches.
 func (p *cacheAware) guardSwitch(cur, other observation) bool {
 	if !p.s.PressureGuard || !cur.native() || !other.native() {
 		return false
 	}
-	if p.s.GuardAbsoluteMillis > 0 && cur.view.HasQueueTime && other.view.HasQueueTime {
-		c, o := float64(cur.view.QueueTime.Milliseconds()), float64(other.view.QueueTime.Milliseconds())
+	if p.s.GuardAbsoluteMillis > 0 && cur.load.hasQueueTime && other.load.hasQueueTime {
+		c, o := float64(cur.load.queueTime.Milliseconds()), float64(other.load.queueTime.Milliseconds())
 		return c-o >= float64(p.s.GuardAbsoluteMillis) && c > p.s.GuardFactor*o
 	}
-	c, o := float64(cur.view.WaitingUncachedTokens), float64(other.view.WaitingUncachedTokens)
+	c, o := float64(cur.load.waitingUncached), float64(other.load.waitingUncached)
 	return c-o >= float64(p.s.GuardAbsoluteTokens) && c > p.s.GuardFactor*o
 }
 

@@ -11,11 +11,13 @@ import (
 )
 
 // leastLoad (configuration name load_based) chooses the least loaded candidate, then checks
-// admission on it. When every candidate has a fresh report the score is waiting + running +
-// the dispatches this router made to the engine after the report was captured (so requests the
-// report already counts are not counted twice); otherwise every candidate is scored by
-// router-local in-flight requests, which keeps the comparison consistent across the set. Ties
-// rotate with a cursor owned by this instance.
+// admission on it. When every candidate has a fresh report the score is waiting + running with
+// the dispatches this router made to the engine after the report was captured placed as every
+// other comparison places them (requestsWith, pressure.set): each adds one request, so the
+// score is reported waiting + running + dispatches since, and requests the report already
+// counts are not counted twice. Otherwise every candidate is scored by router-local in-flight
+// requests, which keeps the comparison consistent across the set. Ties rotate with a cursor
+// owned by this instance.
 type leastLoad struct {
 	basics
 	cursor atomic.Uint64
@@ -49,7 +51,9 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			reported = false
 			break
 		}
-		scores = append(scores, v.Waiting+v.Running+p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+		// The request counts of an observation's load, without building the rest of one.
+		waiting, running := requestsWith(v, p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+		scores = append(scores, satAdd(waiting, running))
 	}
 	if !reported {
 		scores = scores[:0]
@@ -81,7 +85,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 	if req.Trace != nil {
 		for _, w := range engines {
 			if w != chosen {
-				req.Trace.note(w, p.deps.observe(snap, w), "", "scored")
+				req.Trace.note(w, p.deps.observe(snap, w, req.InputTokens), "", "scored")
 			}
 		}
 		if reported {
@@ -90,5 +94,5 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
 		}
 	}
-	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen), &req, config.PolicyLoadBased)
+	return admitSelected(p.limits, chosen, p.deps.observe(snap, chosen, req.InputTokens), &req, config.PolicyLoadBased)
 }

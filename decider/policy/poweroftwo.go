@@ -39,7 +39,7 @@ func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	}
 	if n == 1 {
 		req.Trace.setDetail("single candidate")
-		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0]), &req, config.PolicyPowerOfTwo)
+		return admitSelected(p.limits, engines[0], p.deps.observe(snap, engines[0], req.InputTokens), &req, config.PolicyPowerOfTwo)
 	}
 	i := p.intN(n)
 	j := p.intN(n - 1)
@@ -47,7 +47,7 @@ func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 		j++
 	}
 	a, b := engines[i], engines[j]
-	oa, ob := p.deps.observe(snap, a), p.deps.observe(snap, b)
+	oa, ob := p.deps.observe(snap, a, req.InputTokens), p.deps.observe(snap, b, req.InputTokens)
 	if comparePressure(req.Stage, ob, oa) < 0 {
 		req.Trace.note(a, oa, "", "sampled")
 		req.Trace.setDetail(pressureBasis(oa, ob))
@@ -61,7 +61,7 @@ func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 // pressureBasis says which measure a pairwise comparison used, for explain output.
 func pressureBasis(a, b observation) string {
 	if a.native() && b.native() {
-		return "compared engine-reported pressure"
+		return "compared engine-reported pressure plus dispatches since each report"
 	}
 	return "compared router-local in-flight (a sampled engine lacks a fresh native report)"
 }

@@ -32,5 +32,5 @@ func (p *random) Pick(_ context.Context, engines []*registry.Engine, req Request
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRandom)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w, req.InputTokens), &req, config.PolicyRandom)
 }

@@ -35,5 +35,5 @@ func (p *roundRobin) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}
-	return admitSelected(p.limits, w, p.deps.observe(snap, w), &req, config.PolicyRoundRobin)
+	return admitSelected(p.limits, w, p.deps.observe(snap, w, req.InputTokens), &req, config.PolicyRoundRobin)
 }

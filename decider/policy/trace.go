@@ -27,6 +27,9 @@ type CandidateNote struct {
 	Load      loadtable.View
 	LoadAge   time.Duration
 	InFlight  int64
+	// DispatchesSinceReport is how many dispatches this router made to the engine after Load
+	// was captured; policies compare Load with these folded in (0 when the load is unknown).
+	DispatchesSinceReport int64
 	// Rejection is the admission cap that refused the engine; empty if admitted or not checked.
 	Rejection string
 	// MatchedTokens and UncachedTokens describe a prefix holder (cache-aware policies only).
@@ -41,10 +44,11 @@ func (t *Trace) note(w *registry.Engine, o observation, rejection, note string) 
 	if t == nil {
 		return
 	}
-	c := CandidateNote{EngineID: w.ID, LoadKnown: o.known, InFlight: o.inflight, Rejection: rejection, Note: note}
+	c := CandidateNote{EngineID: w.ID, LoadKnown: o.known, InFlight: o.inflight, DispatchesSinceReport: o.since,
+		Rejection: rejection, Note: note}
 	if o.known {
-		c.Load = o.view
-		c.LoadAge = o.view.Age(t.Now)
+		c.Load = *o.report
+		c.LoadAge = o.report.Age(t.Now)
 	}
 	t.Candidates = append(t.Candidates, c)
 }
