@@ -163,7 +163,7 @@ func (p *Publisher) kvMessage(at time.Time, seq uint64, evs []engine.Event) (kaf
 		headers = append(headers, kafka.Header{Key: HeaderFormat, Value: []byte(FormatVLLMMsgpack)})
 		value, err = kvBatchVLLM(at, evs)
 	} else {
-		value, err = proto.Marshal(kvBatchProto(p.cfg.ID, p.cfg.Model, p.epoch, seq, at, evs))
+		value, err = proto.Marshal(KVBatchProto(p.cfg.ID, p.cfg.Model, p.epoch, seq, at, evs))
 	}
 	return kafka.Message{Topic: p.cfg.KVTopic, Key: []byte(p.cfg.ID), Value: value, Headers: headers, Time: at}, err
 }
@@ -219,9 +219,21 @@ func (p *Publisher) loadLoop(ctx context.Context) {
 
 func (p *Publisher) loadMessage(seq uint64) (kafka.Message, error) {
 	now := time.Now()
-	l := p.load()
-	r := &sluicev1.LoadReport{
-		EngineId: p.cfg.ID, DpRank: 0, DpSize: 1, Epoch: p.epoch, Seq: seq, CapturedAt: timestamppb.New(now),
+	v, err := proto.Marshal(LoadReportProto(p.cfg.ID, p.epoch, seq, now, p.load()))
+	return kafka.Message{Topic: p.cfg.LoadTopic, Key: []byte(p.cfg.ID), Value: v, Time: now,
+		Headers: []kafka.Header{
+			{Key: HeaderEpoch, Value: []byte(strconv.FormatUint(p.epoch, 10))},
+			{Key: HeaderSeq, Value: []byte(strconv.FormatUint(seq, 10))},
+			{Key: HeaderModel, Value: []byte(p.cfg.Model)},
+		}}, err
+}
+
+// LoadReportProto is one engine's (one DP rank's) load at at as a sluice.v1.LoadReport with
+// the native extension, the value of a sluice.engine-load.v1 record (sluice simulate builds its
+// records with it too).
+func LoadReportProto(id string, epoch, seq uint64, at time.Time, l engine.Load) *sluicev1.LoadReport {
+	return &sluicev1.LoadReport{
+		EngineId: id, DpRank: 0, DpSize: 1, Epoch: epoch, Seq: seq, CapturedAt: timestamppb.New(at),
 		RunningRequests: l.Running, WaitingRequests: l.Waiting,
 		KvUsedTokens: l.KVUsedTokens, KvCapacityTokens: l.KVCapacityTokens,
 		Native: &sluicev1.NativeLoad{
@@ -230,13 +242,6 @@ func (p *Publisher) loadMessage(seq uint64) (kafka.Message, error) {
 			PrefillBusyMicrosTotal: l.PrefillBusyMicrosTotal,
 		},
 	}
-	v, err := proto.Marshal(r)
-	return kafka.Message{Topic: p.cfg.LoadTopic, Key: []byte(p.cfg.ID), Value: v, Time: now,
-		Headers: []kafka.Header{
-			{Key: HeaderEpoch, Value: []byte(strconv.FormatUint(p.epoch, 10))},
-			{Key: HeaderSeq, Value: []byte(strconv.FormatUint(seq, 10))},
-			{Key: HeaderModel, Value: []byte(p.cfg.Model)},
-		}}, err
 }
 
 // errorTicker logs the first write failure of a run of them, then at most every errorLogEvery,
