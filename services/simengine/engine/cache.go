@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 )
 
 // prefixCache is a bounded set of full KV blocks keyed by a chained hash of their token ids,
@@ -120,3 +121,28 @@ func (c *prefixCache) clear() {
 }
 
 func (c *prefixCache) len() int { return c.lru.Len() }
+
+// Cache is the engine's prefix cache on its own: the same blocks, hashes and LRU an engine
+// keeps, without timing. sluice simulate runs the whole request sequence through one to bound
+// what any routing could hit (a pooled LRU of the fleet's blocks, an infinite cache). It is not
+// safe for concurrent use.
+type Cache struct{ c *prefixCache }
+
+// NewCache returns an empty cache of capacity blocks of blockSize tokens; capacity <= 0 is
+// unbounded.
+func NewCache(blockSize, capacity int, seed uint64) *Cache {
+	if capacity <= 0 {
+		capacity = math.MaxInt
+	}
+	return &Cache{c: newPrefixCache(blockSize, capacity, seed)}
+}
+
+// Serve is one request's prefill of tokens as an engine does it: it counts the leading full
+// blocks already cached (hit) out of the prompt's full blocks, then stores the prompt.
+func (c *Cache) Serve(tokens []uint32) (hit, blocks int) {
+	h := c.c.chain(tokens, "", "")
+	hit = c.c.matched(h)
+	c.c.touch(h[:hit])
+	c.c.store(h, tokens, "", "")
+	return hit, len(h)
+}
