@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -41,6 +42,8 @@ func Run(ctx context.Context, logger *slog.Logger, cfg Config, stdout io.Writer)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// A replay allocates at a high rate and keeps little: trade memory for fewer collections.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	reqs, err := trace.Read(cfg.Trace)
 	if err != nil {
 		return err
@@ -286,6 +289,7 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord
 	out := max(r.OutputTokens, 1)
 	rec.engine = -1
 	rec.prompt = len(tokens)
+	rec.arrival = r.Arrival
 	dec, err := f.st.Decider.Decide(ctx, policy.Request{Model: f.engines[0].model, InputTokens: int64(len(tokens)),
 		ExpectedPeakTokens: int64(len(tokens) + out), HasPeak: true, TokenIDs: tokens, RequestID: strconv.Itoa(r.Index)})
 	if err != nil {
