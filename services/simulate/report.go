@@ -177,13 +177,18 @@ func (r *Report) JSON() ([]byte, error) {
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sluice simulate\n\n")
-	fmt.Fprintf(&b, "Trace `%s`, window %s from %s, speed %g: %d requests over %s. %d engines (%s).\n\n",
-		r.Trace, r.Window, r.WindowStart, r.Speed, r.Requests, r.Span, len(r.Engines), strings.Join(r.Engines, ", "))
+	window := "to the end"
+	if r.Window != "0s" {
+		window = r.Window
+	}
+	fmt.Fprintf(&b, "Trace `%s`, from %s, window %s, speed %g: %d requests over %s. %d engines (%s).\n\n",
+		r.Trace, r.WindowStart, window, r.Speed, r.Requests, r.Span, len(r.Engines), strings.Join(r.Engines, ", "))
 	fmt.Fprintf(&b, "Engine model: %d cache blocks of %d tokens, max running %d, prefill %g tokens/s, decode %g ms/token. "+
 		"Load reports every %s (freshness %s), KV events after %s. Seed %d.\n\n",
 		r.Model.CacheBlocks, r.Model.BlockSize, r.Model.MaxRunning, r.Model.PrefillTokensPerSec, r.Model.DecodeMsPerToken,
 		r.Feedback.ReportInterval, r.Feedback.LoadFreshness, r.Feedback.KVLag, r.Seed)
-	fmt.Fprintf(&b, "Block hit-rate bounds (arrival order, no timing): pooled LRU of all engines' blocks %.4f, infinite cache %.4f.\n\n",
+	fmt.Fprintf(&b, "Block hit-rate references (requests in arrival order, no timing): one pooled LRU of all engines' blocks %.4f "+
+		"(LRU is not optimal, so a policy may beat it), an infinite cache %.4f (no policy can beat it).\n\n",
 		r.Bounds.PooledLRU, r.Bounds.Infinite)
 	b.WriteString("| policy | served | rejected | block hit rate | TTFT p50 / p90 / p99 ms | e2e p50 / p90 ms | queue p50 / p90 ms | max share | makespan |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
