@@ -344,10 +344,11 @@ func bounds(cfg Config, engines int, reqs []trace.Request) Bounds {
 	var ph, ih, blocks int
 	for i := range reqs {
 		tokens := reqs[i].TokenIDs(engine.DefaultVocab)
-		h, n := pooled.Serve(tokens)
+		chain := pooled.Chain(tokens)
+		h, n := pooled.ServeChain(chain, tokens)
 		ph += h
 		blocks += n
-		h, _ = inf.Serve(tokens)
+		h, _ = inf.ServeChain(chain, tokens)
 		ih += h
 	}
 	return Bounds{PooledLRU: ratio(ph, blocks), Infinite: ratio(ih, blocks)}

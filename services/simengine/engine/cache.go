@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"encoding/binary"
 	"hash/fnv"
-	"math"
 )
 
 // prefixCache is a bounded set of full KV blocks keyed by a chained hash of their token ids,
@@ -149,21 +148,43 @@ func (c *prefixCache) len() int { return c.lru.Len() }
 // keeps, without timing. sluice simulate runs the whole request sequence through one to bound
 // what any routing could hit (a pooled LRU of the fleet's blocks, an infinite cache). It is not
 // safe for concurrent use.
-type Cache struct{ c *prefixCache }
+type Cache struct {
+	c *prefixCache
+	// all holds every block ever stored when the cache is unbounded (no LRU to keep).
+	all map[uint64]struct{}
+}
 
 // NewCache returns an empty cache of capacity blocks of blockSize tokens; capacity <= 0 is
 // unbounded.
 func NewCache(blockSize, capacity int, seed uint64) *Cache {
 	if capacity <= 0 {
-		capacity = math.MaxInt
+		return &Cache{c: newPrefixCache(blockSize, 0, seed), all: map[uint64]struct{}{}}
 	}
 	return &Cache{c: newPrefixCache(blockSize, capacity, seed)}
 }
 
+// Chain is the block hash chain of a base-model prompt without a salt, as an engine hashes it.
+func (c *Cache) Chain(tokens []uint32) []uint64 { return c.c.chain(tokens, "", "") }
+
 // Serve is one request's prefill of tokens as an engine does it: it counts the leading full
 // blocks already cached (hit) out of the prompt's full blocks, then stores the prompt.
-func (c *Cache) Serve(tokens []uint32) (hit, blocks int) {
-	h := c.c.chain(tokens, "", "")
+func (c *Cache) Serve(tokens []uint32) (hit, blocks int) { return c.ServeChain(c.Chain(tokens), tokens) }
+
+// ServeChain is Serve for a prompt whose chain (from any Cache of the same block size and
+// seed) is known.
+func (c *Cache) ServeChain(h []uint64, tokens []uint32) (hit, blocks int) {
+	if c.all != nil {
+		for hit < len(h) {
+			if _, ok := c.all[h[hit]]; !ok {
+				break
+			}
+			hit++
+		}
+		for _, x := range h[hit:] {
+			c.all[x] = struct{}{}
+		}
+		return hit, len(h)
+	}
 	hit = c.c.matched(h)
 	c.c.touch(h[:hit])
 	c.c.storeEvents(h, tokens, "", "", false)
