@@ -168,7 +168,9 @@ func (c *Cache) Chain(tokens []uint32) []uint64 { return c.c.chain(tokens, "", "
 
 // Serve is one request's prefill of tokens as an engine does it: it counts the leading full
 // blocks already cached (hit) out of the prompt's full blocks, then stores the prompt.
-func (c *Cache) Serve(tokens []uint32) (hit, blocks int) { return c.ServeChain(c.Chain(tokens), tokens) }
+func (c *Cache) Serve(tokens []uint32) (hit, blocks int) {
+	return c.ServeChain(c.Chain(tokens), tokens)
+}
 
 // ServeChain is Serve for a prompt whose chain (from any Cache of the same block size and
 // seed) is known.
