@@ -92,6 +92,8 @@ type PolicyResult struct {
 	MaxShare    float64   `json:"max_share"`
 	// Makespan is from the first arrival to the last finish, virtual time.
 	Makespan string `json:"makespan"`
+
+	ttfts []time.Duration // sorted, for the plots
 }
 
 func newReport(cfg Config, doc *config.Document, reqs []trace.Request) *Report {
@@ -136,6 +138,7 @@ func (f *fleet) result() PolicyResult {
 	}
 	res.BlockHitRate = round(ratio(hit, blocks), 4)
 	res.TTFTMs = percentiles(ttft, true)
+	res.ttfts = ttft
 	res.E2EMs = percentiles(e2e, false)
 	res.QueueMs = percentiles(queue, false)
 	res.Makespan = end.Round(time.Millisecond).String()
@@ -246,6 +249,9 @@ func (r *Report) write(dir string, stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%swrote %s and %s\n", md, filepath.Join(dir, "report.md"), filepath.Join(dir, "report.json"))
+	if err := r.plots(dir); err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "%swrote report.md, report.json, hit_rate.png and ttft_cdf.png in %s\n", md, dir)
 	return err
 }

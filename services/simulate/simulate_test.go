@@ -201,6 +201,11 @@ func TestRealTraceWindow(t *testing.T) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
+	for _, png := range []string{"hit_rate.png", "ttft_cdf.png"} {
+		if st, err := os.Stat(filepath.Join(cfg.Out, png)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", png, err)
+		}
+	}
 	js, err := os.ReadFile(filepath.Join(cfg.Out, "report.json"))
 	if err != nil {
 		t.Fatal(err)
