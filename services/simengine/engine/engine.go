@@ -2,7 +2,8 @@
 // cache of full KV blocks (LRU, chained block hashes, KV events through a Sink) and a latency
 // model (a FIFO queue in front of a fixed number of running slots; prefill time proportional to
 // the uncached prompt tokens; a fixed time per output token; a speed factor). The HTTP simengine
-// wraps it, and a trace-replay harness can drive it directly with a StepClock.
+// wraps Engine; Sim (sim.go) is the same model in discrete-event form, which sluice simulate
+// drives in virtual time. Both run one core (model.go), so they cannot drift.
 //
 // An Engine starts no goroutines of its own: each Submit starts one for its request, which ends
 // when the request finishes or its context is cancelled; Wait waits for all of them.

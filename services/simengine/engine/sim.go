@@ -84,7 +84,6 @@ func (s *Sim) start(now time.Time, r *SimRun) {
 	r.Admitted = now
 	r.CachedTokens = s.beginPrefill(len(r.prompt), r.hashes)
 	r.FirstToken = now.Add(s.prefillTime(len(r.prompt) - r.CachedTokens))
-	r.Finished = time.Time{}
 	s.running = append(s.running, r)
 }
 
