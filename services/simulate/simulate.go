@@ -43,8 +43,11 @@ func Run(ctx context.Context, logger *slog.Logger, cfg Config, stdout io.Writer)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	// A replay allocates at a high rate and keeps little: trade memory for fewer collections.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	// A replay allocates at a high rate and keeps little: trade memory for fewer collections,
+	// unless GOGC says otherwise.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	reqs, err := trace.Read(cfg.Trace)
 	if err != nil {
 		return err
