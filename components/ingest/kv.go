@@ -117,6 +117,12 @@ func NewKVIngester(logger *slog.Logger, cfg KVConfig, index KVIndex, slotTable *
 // ctx's error. Broker failures never end it: readers reconnect by themselves.
 func (k *KVIngester) Run(ctx context.Context) error { return k.s.run(ctx) }
 
+// Apply applies one KV record (value and headers as on the topic, keyed by engine id) exactly
+// as a record read from the topic: kvwire decoding, the epoch/seq rules, index apply, metrics.
+// It is the entry point of in-process feeds without Kafka (sluice simulate); do not call it
+// beside Run.
+func (k *KVIngester) Apply(msg kafka.Message) { k.s.feed(msg) }
+
 // Healthy returns nil while Run runs and the brokers are reachable, else an
 // error saying why.
 func (k *KVIngester) Healthy() error { return k.s.healthy() }

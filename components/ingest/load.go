@@ -56,6 +56,11 @@ const (
 // ctx's error. Broker failures never end it: readers reconnect by themselves.
 func (l *LoadIngester) Run(ctx context.Context) error { return l.s.run(ctx) }
 
+// Apply applies one load record (a sluice.v1.LoadReport value keyed by engine id) exactly as a
+// record read from the topic: decode, registry check, table apply, metrics. It is the entry
+// point of in-process feeds without Kafka (sluice simulate); do not call it beside Run.
+func (l *LoadIngester) Apply(msg kafka.Message) { l.s.feed(msg) }
+
 // Healthy returns nil while Run runs and the brokers are reachable, else an
 // error saying why.
 func (l *LoadIngester) Healthy() error { return l.s.healthy() }

@@ -436,3 +436,14 @@ func (s *stream) consume(ctx context.Context, p int, until int64) {
 		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
 	}
 }
+
+// feed applies msg as the next record of partition 0, through the same size check, apply and
+// bookkeeping as a record read from Kafka. It is for in-process feeds with no broker (a
+// virtual-time replay); it must not be mixed with run.
+func (s *stream) feed(msg kafka.Message) {
+	s.mu.Lock()
+	msg.Offset = s.next[0]
+	msg.HighWaterMark = msg.Offset + 1
+	s.mu.Unlock()
+	s.handle(0, &msg, s.m.lag.WithLabelValues("0"))
+}

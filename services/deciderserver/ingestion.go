@@ -2,7 +2,6 @@ package deciderserver
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,12 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicehq/sluice/components/deciderstate"
 	"github.com/sluicehq/sluice/components/ingest"
-	"github.com/sluicehq/sluice/decider/policy"
-	"github.com/sluicehq/sluice/state/kvindex"
-	"github.com/sluicehq/sluice/state/loadtable"
-	"github.com/sluicehq/sluice/state/registry"
-	"github.com/sluicehq/sluice/state/slots"
 )
 
 // IngestConfig selects Kafka ingestion of engine load reports and KV-cache events. Without
@@ -65,41 +60,31 @@ func (c *IngestConfig) registerFlags(fs *flag.FlagSet) {
 
 func (c IngestConfig) brokers() []string { return flagenv.List(c.Brokers) }
 
-// ingestion is the running Kafka ingestion: the two consumers and the snapshotter.
+// ingestion is the running Kafka ingestion: the two consumers (built by deciderstate, as a
+// replay builds them) and the snapshotter.
 type ingestion struct {
-	load  *ingest.LoadIngester
-	kv    *ingest.KVIngester
-	snaps *ingest.Snapshotter
-	index *kvindex.Index
+	shared *deciderstate.Ingestion
+	load   *ingest.LoadIngester
+	kv     *ingest.KVIngester
+	snaps  *ingest.Snapshotter
 }
 
 // newIngestion builds the consumers and restores the newest valid snapshot, so the prefix index
 // the policies read is the restored one. It returns nil when no brokers are configured.
-func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *loadtable.Table, reg *registry.Registry, promReg prometheus.Registerer) (*ingestion, error) {
+func newIngestion(logger *slog.Logger, cfg IngestConfig, state *deciderstate.State, promReg prometheus.Registerer) (*ingestion, error) {
 	brokers := cfg.brokers()
 	if len(brokers) == 0 {
 		return nil, nil
 	}
-	ixCfg := kvindex.Config{MaxNodes: cfg.KVMaxNodes}
-	index, err := kvindex.New(ixCfg)
-	if err != nil {
-		return nil, fmt.Errorf("-kv-max-nodes: %w", err)
-	}
-	li, err := ingest.NewLoadIngester(logger, cfg.kafka(brokers, cfg.LoadTopic), load, reg, promReg)
+	shared, err := state.NewIngestion(logger, deciderstate.IngestConfig{Load: cfg.kafka(brokers, cfg.LoadTopic),
+		KV: cfg.kafka(brokers, cfg.KVTopic), KVDefaultFormat: cfg.KVDefaultFormat, KVMaxNodes: cfg.KVMaxNodes}, promReg)
 	if err != nil {
 		return nil, err
 	}
-	// A new epoch on the KV stream means the engine restarted: its load from the previous life
-	// is dropped too (the load stream resets on its own epoch as well).
-	onNewEpoch := func(engine string, epoch uint64) { load.ResetEngineBefore(engine, epoch) }
-	ki, err := ingest.NewKVIngester(logger, ingest.KVConfig{Config: cfg.kafka(brokers, cfg.KVTopic),
-		DefaultFormat: cfg.KVDefaultFormat, OnNewEpoch: onNewEpoch}, index, st, promReg)
-	if err != nil {
-		return nil, err
-	}
-	in := &ingestion{load: li, kv: ki, index: index}
+	in := &ingestion{shared: shared, load: shared.Load, kv: shared.KV}
 	if cfg.SnapshotDir != "" {
-		in.snaps, err = ingest.NewSnapshotter(logger, ingest.SnapshotConfig{Dir: cfg.SnapshotDir, Interval: cfg.SnapshotInterval}, li, ki, ingest.KVIndexReader(ixCfg, st), promReg)
+		in.snaps, err = ingest.NewSnapshotter(logger, ingest.SnapshotConfig{Dir: cfg.SnapshotDir, Interval: cfg.SnapshotInterval},
+			in.load, in.kv, ingest.KVIndexReader(shared.IndexConfig, state.Slots), promReg)
 		if err != nil {
 			return nil, err
 		}
@@ -108,14 +93,11 @@ func newIngestion(logger *slog.Logger, cfg IngestConfig, st *slots.Table, load *
 			return nil, fmt.Errorf("restore snapshot from -snapshot-dir %s: %w", cfg.SnapshotDir, err)
 		}
 		if info.Path != "" {
-			ix, ok := ki.Index().(*kvindex.Index)
-			if !ok {
-				return nil, errors.New("restored KV index has an unexpected type")
+			if err := shared.SyncIndex(); err != nil {
+				return nil, err
 			}
-			in.index = ix
 		}
 	}
-	reg.OnRemove(func(w *registry.Engine) { ki.RemoveEngine(w.ID) })
 	return in, nil
 }
 
@@ -128,11 +110,6 @@ func (in *ingestion) degraded() []string {
 		}
 	}
 	return out
-}
-
-// prefixSource is what cache-aware policies read.
-func (in *ingestion) prefixSource() policy.PrefixSource {
-	return policy.LocalIndex{Index: in.index, Uncertain: in.kv.Uncertain}
 }
 
 func (in *ingestion) run(ctx context.Context, g *errgroup.Group) {

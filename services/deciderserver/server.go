@@ -22,10 +22,10 @@ import (
 	"golang.org/x/sync/errgroup"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice/components/deciderstate"
 	"github.com/sluicehq/sluice/components/enginehealth"
 	"github.com/sluicehq/sluice/components/limits"
 	"github.com/sluicehq/sluice/decider"
-	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/gen/openapiv2"
 	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/state/affinity"
@@ -34,7 +34,6 @@ import (
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/pgstore"
 	"github.com/sluicehq/sluice/state/registry"
-	"github.com/sluicehq/sluice/state/slots"
 )
 
 // Server is one decider process (or an embedded decider in dev mode).
@@ -51,11 +50,11 @@ type Server struct {
 	affinity     *affinity.Store
 	engineHealth *enginehealth.Tracker
 	ingestion    *ingestion // nil without -kafka-brokers
+	// state is the shared construction of the tables above (components/deciderstate); only
+	// applyConfig (New, then the watchConfig goroutine) installs snapshots through it.
+	state *deciderstate.State
 	// configApplied is the unix nanos at which the configuration in force was applied.
 	configApplied atomic.Int64
-	// registryFromConfig is true while the registry holds the engines of the document in
-	// force; only applyConfig (New, then the watchConfig goroutine) touches it.
-	registryFromConfig bool
 
 	grpcLis, httpLis net.Listener
 	rpc              *rpcStack
@@ -70,58 +69,47 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st := slots.NewTable()
-	load, err := loadtable.New(st, loadtable.Config{Freshness: cfg.LoadFreshness, ClockSkew: cfg.ClockSkew})
+	state, err := deciderstate.New(deciderstate.Config{LoadFreshness: cfg.LoadFreshness, ClockSkew: cfg.ClockSkew,
+		LeaseTTL: cfg.LeaseTTL, AffinitySweep: cfg.AffinitySweep})
 	if err != nil {
 		return nil, err
 	}
-	leases, err := inflight.New(st, inflight.Config{LeaseTTL: cfg.LeaseTTL}, nil)
-	if err != nil {
-		return nil, err
-	}
+	reg, load, leases, aff := state.Registry, state.Load, state.Leases, state.Affinity
 	auth, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
 	}
 	// The file store refuses a reloaded file this decider cannot serve, so the version it
 	// reports is the one in force; the decider that checks is built below, before Run.
-	var d *decider.Decider
 	serviceable := func(doc *config.Document) error {
-		if d == nil {
+		if state.Decider == nil {
 			return nil
 		}
-		return d.Check(doc)
+		return state.Decider.Check(doc)
 	}
 	store, err := openStore(logger, cfg, serviceable)
 	if err != nil {
 		return nil, err
 	}
-	reg := registry.New(st)
-	aff, err := affinity.New(affinity.Config{SweepInterval: cfg.AffinitySweep}, nil)
-	if err != nil {
-		return nil, err
-	}
-	reg.OnRemove(func(w *registry.Engine) { aff.InvalidateEngine(w.ID) })
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	healthTracker, err := enginehealth.New(logger, reg, cfg.Health, nil, promReg)
 	if err != nil {
 		return nil, err
 	}
-	in, err := newIngestion(logger, cfg.Ingest, st, load, reg, promReg)
+	in, err := newIngestion(logger, cfg.Ingest, state, promReg)
 	if err != nil {
 		return nil, err
 	}
-	reg.OnRemove(func(w *registry.Engine) { load.RemoveEngine(w.ID) })
-	deps := policy.Deps{Load: load, InFlight: leases, Affinity: aff}
+	var shared *deciderstate.Ingestion
 	if in != nil {
-		deps.Prefix = in.prefixSource()
+		shared = in.shared
 	}
-	d, err = decider.New(logger, reg, deps, leases, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs})
-	if err != nil {
+	if err := state.BuildDecider(logger, shared, decider.Config{MaxTokenIDs: cfg.MaxTokenIDs}); err != nil {
 		return nil, err
 	}
-	s := &Server{logger: logger, cfg: cfg, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
+	d := state.Decider
+	s := &Server{logger: logger, cfg: cfg, state: state, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
 		affinity: aff, engineHealth: healthTracker, ingestion: in}
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
@@ -175,46 +163,14 @@ func (s *Server) LoadTable() *loadtable.Table { return s.load }
 // Leases is the in-flight lease tracker.
 func (s *Server) Leases() *inflight.Tracker { return s.leases }
 
-// applyConfig installs a snapshot: its engines (when the document lists any) and its buckets.
-// The buckets are checked first so a snapshot that cannot be built changes nothing.
+// applyConfig installs a snapshot (deciderstate.State.Apply: engines when the document lists
+// any, then buckets, checked first so a snapshot that cannot be built changes nothing).
 func (s *Server) applyConfig(snap config.Snapshot) error {
-	if err := s.decider.Check(snap.Document); err != nil {
-		return err
-	}
-	// A document that lists engines owns the registry. One that omits them leaves the registry
-	// to the embedding process (dev mode, tests), unless the engines in it came from an earlier
-	// document: those go too, so the document in force and the engines routed to never
-	// disagree (and a restart on this document would not bring them back either).
-	if snap.Document.Engines != nil || s.registryFromConfig {
-		engines, err := enginesFromConfig(snap.Document.Engines)
-		if err != nil {
-			return err
-		}
-		if err := s.reg.Replace(engines); err != nil {
-			return err
-		}
-		s.registryFromConfig = snap.Document.Engines != nil
-	}
-	if err := s.decider.Apply(snap); err != nil {
+	if err := s.state.Apply(snap); err != nil {
 		return err
 	}
 	s.configApplied.Store(time.Now().UnixNano())
 	return nil
-}
-
-func enginesFromConfig(specs []config.EngineSpec) ([]registry.Engine, error) {
-	out := make([]registry.Engine, 0, len(specs))
-	for i, ws := range specs {
-		role, err := registry.ParseRole(ws.Role)
-		if err != nil {
-			return nil, fmt.Errorf("workers[%d] (%q): %w", i, ws.ID, err)
-		}
-		out = append(out, registry.Engine{ID: ws.ID, URL: ws.URL, Models: ws.Models, Role: role,
-			BootstrapPort: ws.BootstrapPort, Labels: ws.Labels,
-			KVEventsEndpoint: ws.KVEventsEndpoint, KVReplayEndpoint: ws.KVReplayEndpoint, MetricsURL: ws.MetricsURL,
-			DPSize: ws.DPSize, LoRAAdapters: ws.LoRAAdapters})
-	}
-	return out, nil
 }
 
 // maxServedWait bounds how long an admin write waits for this replica to serve its version.

@@ -11,8 +11,9 @@ import (
 	"github.com/sluicehq/sluice/services/simengine/engine"
 )
 
-// kvBatchProto translates one batch of engine events into sluice's protobuf form.
-func kvBatchProto(id, model string, epoch, seq uint64, at time.Time, evs []engine.Event) *sluicev1.KvEventBatch {
+// KVBatchProto translates one batch of engine events into sluice's protobuf form, the value
+// of a sluice.kv-events.v1 record (sluice simulate builds its records with it too).
+func KVBatchProto(id, model string, epoch, seq uint64, at time.Time, evs []engine.Event) *sluicev1.KvEventBatch {
 	b := &sluicev1.KvEventBatch{EngineId: id, DpRank: 0, Epoch: epoch, Seq: seq, Time: timestamppb.New(at), Model: model,
 		Events: make([]*sluicev1.KvEvent, 0, len(evs))}
 	for _, ev := range evs {

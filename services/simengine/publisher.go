@@ -151,21 +151,34 @@ func eventCount(m kafka.Message) int {
 }
 
 func (p *Publisher) kvMessage(at time.Time, seq uint64, evs []engine.Event) (kafka.Message, error) {
-	headers := []kafka.Header{
-		{Key: HeaderEpoch, Value: []byte(strconv.FormatUint(p.epoch, 10))},
+	if p.cfg.KVFormat != KVFormatVLLMMsgpack {
+		msg, err := KVRecord(p.cfg.ID, p.cfg.Model, p.epoch, seq, at, evs)
+		msg.Topic = p.cfg.KVTopic
+		return msg, err
+	}
+	value, err := kvBatchVLLM(at, evs)
+	return kafka.Message{Topic: p.cfg.KVTopic, Key: []byte(p.cfg.ID), Value: value, Headers: append(recordHeaders(p.epoch, seq, p.cfg.Model, len(evs)),
+		kafka.Header{Key: HeaderFormat, Value: []byte(FormatVLLMMsgpack)}), Time: at}, err
+}
+
+// KVRecord is one batch of an engine's KV events as the sluice.kv-events.v1 record the
+// simulated engine produces in its default protobuf format (no topic set); sluice simulate
+// feeds the same records to the decider's ingestion.
+func KVRecord(id, model string, epoch, seq uint64, at time.Time, evs []engine.Event) (kafka.Message, error) {
+	value, err := proto.Marshal(KVBatchProto(id, model, epoch, seq, at, evs))
+	return kafka.Message{Key: []byte(id), Value: value, Headers: recordHeaders(epoch, seq, model, len(evs)), Time: at}, err
+}
+
+func recordHeaders(epoch, seq uint64, model string, events int) []kafka.Header {
+	h := []kafka.Header{
+		{Key: HeaderEpoch, Value: []byte(strconv.FormatUint(epoch, 10))},
 		{Key: HeaderSeq, Value: []byte(strconv.FormatUint(seq, 10))},
-		{Key: HeaderModel, Value: []byte(p.cfg.Model)},
-		{Key: "sluice-events", Value: []byte(strconv.Itoa(len(evs)))},
+		{Key: HeaderModel, Value: []byte(model)},
 	}
-	var value []byte
-	var err error
-	if p.cfg.KVFormat == KVFormatVLLMMsgpack {
-		headers = append(headers, kafka.Header{Key: HeaderFormat, Value: []byte(FormatVLLMMsgpack)})
-		value, err = kvBatchVLLM(at, evs)
-	} else {
-		value, err = proto.Marshal(kvBatchProto(p.cfg.ID, p.cfg.Model, p.epoch, seq, at, evs))
+	if events >= 0 {
+		h = append(h, kafka.Header{Key: "sluice-events", Value: []byte(strconv.Itoa(events))})
 	}
-	return kafka.Message{Topic: p.cfg.KVTopic, Key: []byte(p.cfg.ID), Value: value, Headers: headers, Time: at}, err
+	return h
 }
 
 // flush writes outbox and returns what is left to retry.
@@ -218,10 +231,24 @@ func (p *Publisher) loadLoop(ctx context.Context) {
 }
 
 func (p *Publisher) loadMessage(seq uint64) (kafka.Message, error) {
-	now := time.Now()
-	l := p.load()
-	r := &sluicev1.LoadReport{
-		EngineId: p.cfg.ID, DpRank: 0, DpSize: 1, Epoch: p.epoch, Seq: seq, CapturedAt: timestamppb.New(now),
+	msg, err := LoadRecord(p.cfg.ID, p.cfg.Model, p.epoch, seq, time.Now(), p.load())
+	msg.Topic = p.cfg.LoadTopic
+	return msg, err
+}
+
+// LoadRecord is an engine's load at at as the sluice.engine-load.v1 record the simulated engine
+// produces (no topic set); sluice simulate feeds the same records to the decider's ingestion.
+func LoadRecord(id, model string, epoch, seq uint64, at time.Time, l engine.Load) (kafka.Message, error) {
+	v, err := proto.Marshal(LoadReportProto(id, epoch, seq, at, l))
+	return kafka.Message{Key: []byte(id), Value: v, Time: at, Headers: recordHeaders(epoch, seq, model, -1)}, err
+}
+
+// LoadReportProto is one engine's (one DP rank's) load at at as a sluice.v1.LoadReport with
+// the native extension, the value of a sluice.engine-load.v1 record (sluice simulate builds its
+// records with it too).
+func LoadReportProto(id string, epoch, seq uint64, at time.Time, l engine.Load) *sluicev1.LoadReport {
+	return &sluicev1.LoadReport{
+		EngineId: id, DpRank: 0, DpSize: 1, Epoch: epoch, Seq: seq, CapturedAt: timestamppb.New(at),
 		RunningRequests: l.Running, WaitingRequests: l.Waiting,
 		KvUsedTokens: l.KVUsedTokens, KvCapacityTokens: l.KVCapacityTokens,
 		Native: &sluicev1.NativeLoad{
@@ -230,13 +257,6 @@ func (p *Publisher) loadMessage(seq uint64) (kafka.Message, error) {
 			PrefillBusyMicrosTotal: l.PrefillBusyMicrosTotal,
 		},
 	}
-	v, err := proto.Marshal(r)
-	return kafka.Message{Topic: p.cfg.LoadTopic, Key: []byte(p.cfg.ID), Value: v, Time: now,
-		Headers: []kafka.Header{
-			{Key: HeaderEpoch, Value: []byte(strconv.FormatUint(p.epoch, 10))},
-			{Key: HeaderSeq, Value: []byte(strconv.FormatUint(seq, 10))},
-			{Key: HeaderModel, Value: []byte(p.cfg.Model)},
-		}}, err
 }
 
 // errorTicker logs the first write failure of a run of them, then at most every errorLogEvery,

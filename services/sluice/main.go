@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/simengine"
+	"github.com/sluicehq/sluice/services/simulate"
 )
 
 const envPrefix = "SLUICE_"
@@ -39,6 +40,7 @@ var commands = []struct {
 	{"replay", "replay a Kafka topic into a fresh KV index or load table and print what it built", runReplay},
 	{"gateway", "run the HTTP gateway: OpenAI/SGLang routes decided by a decider, plus its REST API", runGateway},
 	{"simengine", "run a simulated inference engine (OpenAI/SGLang HTTP API, Kafka load and KV events)", runSimengine},
+	{"simulate", "replay a trace through the real decider against simulated engines in virtual time and compare policies", runSimulate},
 	{"enginelink", "connect real vLLM/SGLang engines: ZMQ KV events and /metrics load to Kafka", runEnginelink},
 }
 
@@ -177,6 +179,13 @@ func runEnginelink(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := enginelink.DefaultConfig()
 	return runService(ctx, "enginelink", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
 		return nilSafe(enginelink.New(l, cfg))
+	})
+}
+
+func runSimulate(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := simulate.DefaultConfig()
+	return runService(ctx, "simulate", args, stderr, logFlags{level: "info", format: "text"}, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
+		return runnerFunc(func(ctx context.Context) error { return simulate.Run(ctx, l, cfg, stdout) }), nil
 	})
 }
 

@@ -21,6 +21,9 @@ type Config struct {
 	// CapturedAt may be and still be accepted; engines stamp reports with
 	// their own clocks. Zero, the default, accepts no future timestamps.
 	ClockSkew time.Duration
+	// Now is the router clock freshness and clock skew are judged by; nil is time.Now. A
+	// virtual-time replay passes a clock.Manual's Now.
+	Now func() time.Time
 }
 
 // Validate reports every invalid field with the fix, or nil.

@@ -101,8 +101,11 @@ func New(t *slots.Table, cfg Config) (*Table, error) {
 	tbl := &Table{
 		slots:   t,
 		cfg:     cfg.withDefaults(),
-		now:     time.Now,
+		now:     cfg.Now,
 		engines: map[string]*engineState{},
+	}
+	if tbl.now == nil {
+		tbl.now = time.Now
 	}
 	tbl.cells.Store(&[]*cell{})
 	return tbl, nil

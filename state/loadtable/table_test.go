@@ -19,12 +19,12 @@ var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 func newTable(t testing.TB, cfg Config) (*Table, *slots.Table, *clock.Manual) {
 	t.Helper()
 	st := slots.NewTable()
+	clk := clock.NewManual(t0)
+	cfg.Now = clk.Now
 	tbl, err := New(st, cfg)
 	if err != nil {
 		t.Fatalf("New(%+v) = %v", cfg, err)
 	}
-	clk := clock.NewManual(t0)
-	tbl.now = clk.Now
 	return tbl, st, clk
 }
 

@@ -42,12 +42,20 @@ func (c *prefixCache) chain(tokens []uint32, lora, salt string) []uint64 {
 		for j, t := range tokens[i*c.blockSize : (i+1)*c.blockSize] {
 			binary.LittleEndian.PutUint32(buf[8+4*j:], t)
 		}
-		h := fnv.New64a()
-		_, _ = h.Write(buf)
-		parent = h.Sum64()
+		parent = fnv64a(buf)
 		out[i] = parent
 	}
 	return out
+}
+
+// fnv64a is FNV-1a 64 of b (hash/fnv's New64a), without an allocation per block.
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // matched counts the leading hashes present in the cache, without touching them.
@@ -74,6 +82,11 @@ func (c *prefixCache) touch(hashes []uint64) {
 // BlockStored per run of consecutive new blocks, carrying the request's adapter and salt. A
 // chain longer than the cache is stored up to the cache's capacity.
 func (c *prefixCache) store(hashes []uint64, tokens []uint32, lora, salt string) []Event {
+	return c.storeEvents(hashes, tokens, lora, salt, true)
+}
+
+// storeEvents is store; without events it changes the cache the same way and returns nil.
+func (c *prefixCache) storeEvents(hashes []uint64, tokens []uint32, lora, salt string, events bool) []Event {
 	n := min(len(hashes), c.capacity)
 	hashes = hashes[:n]
 	c.touch(hashes)
@@ -91,11 +104,18 @@ func (c *prefixCache) store(hashes []uint64, tokens []uint32, lora, salt string)
 			old := tail.Value.(uint64)
 			c.lru.Remove(tail)
 			delete(c.blocks, old)
-			removed = append(removed, old)
+			if events {
+				removed = append(removed, old)
+			}
 		}
 		c.blocks[h] = c.lru.PushFront(h)
+		if !events {
+			continue
+		}
 		if cur < 0 {
-			ev := Event{Kind: BlockStored, BlockSize: c.blockSize, LoRAName: lora, CacheSalt: salt}
+			// Sized for the rest of the chain: the run is usually all of it.
+			ev := Event{Kind: BlockStored, BlockSize: c.blockSize, LoRAName: lora, CacheSalt: salt,
+				BlockHashes: make([]uint64, 0, n-i), TokenIDs: make([]uint32, 0, (n-i)*c.blockSize)}
 			if i > 0 {
 				ev.ParentHash, ev.HasParent = hashes[i-1], true
 			}
@@ -106,6 +126,9 @@ func (c *prefixCache) store(hashes []uint64, tokens []uint32, lora, salt string)
 		stored[cur].TokenIDs = append(stored[cur].TokenIDs, tokens[i*c.blockSize:(i+1)*c.blockSize]...)
 	}
 	c.touch(hashes)
+	if !events {
+		return nil
+	}
 	var out []Event
 	if len(removed) > 0 {
 		out = append(out, Event{Kind: BlockRemoved, BlockHashes: removed})
@@ -120,3 +143,52 @@ func (c *prefixCache) clear() {
 }
 
 func (c *prefixCache) len() int { return c.lru.Len() }
+
+// Cache is the engine's prefix cache on its own: the same blocks, hashes and LRU an engine
+// keeps, without timing. sluice simulate runs the whole request sequence through one to bound
+// what any routing could hit (a pooled LRU of the fleet's blocks, an infinite cache). It is not
+// safe for concurrent use.
+type Cache struct {
+	c *prefixCache
+	// all holds every block ever stored when the cache is unbounded (no LRU to keep).
+	all map[uint64]struct{}
+}
+
+// NewCache returns an empty cache of capacity blocks of blockSize tokens; capacity <= 0 is
+// unbounded.
+func NewCache(blockSize, capacity int, seed uint64) *Cache {
+	if capacity <= 0 {
+		return &Cache{c: newPrefixCache(blockSize, 0, seed), all: map[uint64]struct{}{}}
+	}
+	return &Cache{c: newPrefixCache(blockSize, capacity, seed)}
+}
+
+// Chain is the block hash chain of a base-model prompt without a salt, as an engine hashes it.
+func (c *Cache) Chain(tokens []uint32) []uint64 { return c.c.chain(tokens, "", "") }
+
+// Serve is one request's prefill of tokens as an engine does it: it counts the leading full
+// blocks already cached (hit) out of the prompt's full blocks, then stores the prompt.
+func (c *Cache) Serve(tokens []uint32) (hit, blocks int) {
+	return c.ServeChain(c.Chain(tokens), tokens)
+}
+
+// ServeChain is Serve for a prompt whose chain (from any Cache of the same block size and
+// seed) is known.
+func (c *Cache) ServeChain(h []uint64, tokens []uint32) (hit, blocks int) {
+	if c.all != nil {
+		for hit < len(h) {
+			if _, ok := c.all[h[hit]]; !ok {
+				break
+			}
+			hit++
+		}
+		for _, x := range h[hit:] {
+			c.all[x] = struct{}{}
+		}
+		return hit, len(h)
+	}
+	hit = c.c.matched(h)
+	c.c.touch(h[:hit])
+	c.c.storeEvents(h, tokens, "", "", false)
+	return hit, len(h)
+}

@@ -2,7 +2,8 @@
 // cache of full KV blocks (LRU, chained block hashes, KV events through a Sink) and a latency
 // model (a FIFO queue in front of a fixed number of running slots; prefill time proportional to
 // the uncached prompt tokens; a fixed time per output token; a speed factor). The HTTP simengine
-// wraps it, and a trace-replay harness can drive it directly with a StepClock.
+// wraps Engine; Sim (sim.go) is the same model in discrete-event form, which sluice simulate
+// drives in virtual time. Both run one core (model.go), so they cannot drift.
 //
 // An Engine starts no goroutines of its own: each Submit starts one for its request, which ends
 // when the request finishes or its context is cancelled; Wait waits for all of them.
@@ -123,21 +124,12 @@ func (c Config) Validate() error {
 
 // Engine is one simulated engine (one DP rank). Its methods are safe for concurrent use.
 type Engine struct {
-	cfg    Config
 	nextID atomic.Uint64
 	runs   sync.WaitGroup
 
-	mu              sync.Mutex
-	cache           *prefixCache
-	running         int
-	kvUsed          int64 // prompt + generated tokens of running requests
-	queue           []*Run
-	waitingUncached int64
-	prefillTokens   int64 // cumulative uncached prompt tokens prefilled
-	prefillBusy     time.Duration
-	promptTokens    int64 // cumulative prompt tokens looked up in the cache
-	cachedTokens    int64 // cumulative prompt tokens found there
-	decoding        int   // running requests past their prefill
+	mu    sync.Mutex
+	core  // the model's state and rules (model.go), guarded by mu
+	queue []*Run
 }
 
 // New returns an idle engine with an empty cache.
@@ -146,7 +138,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Engine{cfg: cfg, cache: newPrefixCache(cfg.BlockSize, cfg.CacheBlocks, cfg.HashSeed)}, nil
+	return &Engine{core: newCore(cfg)}, nil
 }
 
 // Config returns the engine's configuration with defaults applied.
@@ -230,25 +222,13 @@ func (r *Run) Result() (Result, error) {
 // Submit queues req and starts its run, which ends when it completes or ctx is cancelled
 // (cancellation frees its slot or its place in the queue at once).
 func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
-	if len(req.TokenIDs) == 0 {
-		return nil, ErrEmptyPrompt
-	}
-	maxTokens := req.MaxTokens
-	switch {
-	case maxTokens < 0 || maxTokens > MaxOutputTokens:
-		return nil, fmt.Errorf("engine: max tokens %d: want 0..%d", maxTokens, MaxOutputTokens)
-	case maxTokens == 0:
-		maxTokens = e.cfg.DefaultMaxTokens
-	}
-	if e.cfg.Role == RolePrefill {
-		maxTokens = 1
+	maxTokens, hashes, err := e.prepare(req)
+	if err != nil {
+		return nil, err
 	}
 	r := &Run{
 		ID: e.nextID.Add(1), e: e, prompt: req.TokenIDs, lora: req.LoRAName, salt: req.CacheSalt, maxTokens: maxTokens,
-		tokens: make(chan Token, maxTokens), done: make(chan struct{}),
-	}
-	if e.cfg.Role != RoleDecode {
-		r.hashes = e.cache.chain(req.TokenIDs, req.LoRAName, req.CacheSalt)
+		hashes: hashes, tokens: make(chan Token, maxTokens), done: make(chan struct{}),
 	}
 	e.runs.Add(1)
 	go func() {
@@ -278,20 +258,19 @@ func (r *Run) run(ctx context.Context) {
 	defer e.release(r)
 	r.res.QueueTime = clk.Now().Sub(start)
 
-	cached := e.beginPrefill(r)
+	e.mu.Lock()
+	cached := e.beginPrefill(len(r.prompt), r.hashes)
+	e.mu.Unlock()
 	uncached := len(r.prompt) - cached
 	r.res.CachedTokens = cached
-	var prefill time.Duration
-	if e.cfg.Role != RoleDecode {
-		prefill = e.scale(float64(uncached) / e.cfg.PrefillTokensPerSec * float64(time.Second))
-	}
+	prefill := e.prefillTime(uncached)
 	r.res.PrefillTime = prefill
 	if err := clk.Sleep(ctx, prefill); err != nil {
 		r.err = err
 		return
 	}
-	e.endPrefill(r, uncached, prefill)
 	e.mu.Lock()
+	e.endPrefill(r.prompt, r.hashes, r.lora, r.salt, uncached, prefill)
 	e.decoding++
 	e.mu.Unlock()
 	defer func() {
@@ -300,7 +279,7 @@ func (r *Run) run(ctx context.Context) {
 		e.mu.Unlock()
 	}()
 
-	tpot := e.scale(e.cfg.DecodeMsPerToken * float64(time.Millisecond))
+	tpot := e.tpot()
 	seed := promptHash(r.prompt)
 	for i := range r.maxTokens {
 		if i > 0 {
@@ -321,22 +300,17 @@ func (r *Run) run(ctx context.Context) {
 	r.res.FinishReason = "length"
 }
 
-func (e *Engine) scale(d float64) time.Duration { return time.Duration(d / e.cfg.Speed) }
-
 // acquire takes a running slot, waiting in FIFO order behind earlier requests.
 func (e *Engine) acquire(ctx context.Context, r *Run) error {
 	e.mu.Lock()
-	if e.running < e.cfg.MaxRunning && len(e.queue) == 0 {
+	if e.admitsAt(len(e.queue)) {
 		e.admitLocked(r)
 		e.mu.Unlock()
 		return nil
 	}
-	if r.hashes != nil {
-		r.estimate = int64(len(r.prompt) - e.cache.matched(r.hashes)*e.cfg.BlockSize)
-	}
+	r.estimate = e.enqueue(len(r.prompt), r.hashes)
 	r.ready = make(chan struct{})
 	e.queue = append(e.queue, r)
-	e.waitingUncached += r.estimate
 	e.mu.Unlock()
 
 	select {
@@ -356,60 +330,29 @@ func (e *Engine) acquire(ctx context.Context, r *Run) error {
 			break
 		}
 	}
-	e.waitingUncached -= r.estimate
+	e.dequeue(r.estimate)
 	e.mu.Unlock()
 	return ctx.Err()
 }
 
 func (e *Engine) admitLocked(r *Run) {
-	e.running++
 	r.granted = true
-	r.kv = int64(len(r.prompt))
-	e.kvUsed += r.kv
+	r.kv = e.admit(len(r.prompt))
 }
 
 // release frees r's slot and hands it to the head of the queue.
 func (e *Engine) release(r *Run) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.running--
-	e.kvUsed -= r.kv
+	e.core.release(r.kv)
 	r.kv = 0
-	for e.running < e.cfg.MaxRunning && len(e.queue) > 0 {
+	for e.hasSlot() && len(e.queue) > 0 {
 		next := e.queue[0]
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
-		e.waitingUncached -= next.estimate
+		e.dequeue(next.estimate)
 		e.admitLocked(next)
 		close(next.ready)
-	}
-}
-
-// beginPrefill matches the prompt against the cache and returns the cached tokens.
-func (e *Engine) beginPrefill(r *Run) int {
-	if r.hashes == nil {
-		return 0
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := e.cache.matched(r.hashes)
-	e.cache.touch(r.hashes[:n])
-	e.promptTokens += int64(len(r.prompt))
-	e.cachedTokens += int64(n * e.cfg.BlockSize)
-	return n * e.cfg.BlockSize
-}
-
-// endPrefill stores the prompt's full blocks and accounts the prefill work.
-func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
-	if r.hashes == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.prefillTokens += int64(uncached)
-	e.prefillBusy += busy
-	if evs := e.cache.store(r.hashes, r.prompt, r.lora, r.salt); len(evs) > 0 && e.cfg.Sink != nil {
-		e.cfg.Sink(evs)
 	}
 }
 
@@ -417,10 +360,7 @@ func (e *Engine) endPrefill(r *Run, uncached int, busy time.Duration) {
 func (e *Engine) Reset() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.cache.clear()
-	if e.cfg.Sink != nil {
-		e.cfg.Sink([]Event{{Kind: AllBlocksCleared}})
-	}
+	e.reset()
 }
 
 // Load is a snapshot of the engine's load, in the terms of sluice's load reports.
@@ -449,16 +389,7 @@ type Load struct {
 func (e *Engine) Load() Load {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Load{
-		Running: int64(e.running), Waiting: int64(len(e.queue)),
-		KVUsedTokens: e.kvUsed, KVCapacityTokens: int64(e.cfg.CacheBlocks * e.cfg.BlockSize),
-		WaitingUncachedTokens: e.waitingUncached, TotalTokens: e.kvUsed + e.waitingUncached,
-		MaxRunning:                 int64(e.cfg.MaxRunning),
-		PrefillUncachedTokensTotal: e.prefillTokens, PrefillBusyMicrosTotal: e.prefillBusy.Microseconds(),
-		CachedBlocks:      int64(e.cache.len()),
-		PromptTokensTotal: e.promptTokens, CachedTokensTotal: e.cachedTokens,
-		Decoding: int64(e.decoding),
-	}
+	return e.load(len(e.queue), 0)
 }
 
 // CachedPrefix returns how many leading tokens of tokens (of a base-model request without a
@@ -473,7 +404,7 @@ func (e *Engine) CachedPrefixIn(tokens []uint32, lora, salt string) int {
 	h := e.cache.chain(tokens, lora, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.cache.matched(h) * e.cfg.BlockSize
+	return e.cachedPrefix(h)
 }
 
 func promptHash(tokens []uint32) uint64 {
