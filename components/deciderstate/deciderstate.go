@@ -36,6 +36,9 @@ type Config struct {
 	// Now is the clock of the load table, leases and affinity store; nil is time.Now. A
 	// virtual-time replay passes a clock.Manual's Now.
 	Now func() time.Time
+	// IntN is the sampling policies' random source (policy.Deps.IntN); nil is math/rand/v2's
+	// global one. A replay passes a seeded source so its runs repeat.
+	IntN func(n int) int
 }
 
 // State is the decider's state. Decider is nil until BuildDecider.
@@ -49,6 +52,8 @@ type State struct {
 
 	// registryFromConfig is true while the registry holds the engines of the document in force.
 	registryFromConfig bool
+	// intN is Config.IntN, handed to the policies.
+	intN func(n int) int
 }
 
 // New builds the tables and the hooks that drop an engine's load and bindings when it leaves
@@ -71,7 +76,7 @@ func New(cfg Config) (*State, error) {
 	reg := registry.New(st)
 	reg.OnRemove(func(w *registry.Engine) { aff.InvalidateEngine(w.ID) })
 	reg.OnRemove(func(w *registry.Engine) { load.RemoveEngine(w.ID) })
-	return &State{Slots: st, Registry: reg, Load: load, Leases: leases, Affinity: aff}, nil
+	return &State{Slots: st, Registry: reg, Load: load, Leases: leases, Affinity: aff, intN: cfg.IntN}, nil
 }
 
 // IngestConfig configures the two ingesters.
@@ -139,7 +144,7 @@ func (in *Ingestion) PrefixSource() policy.PrefixSource {
 // BuildDecider builds the decider over the state; in may be nil (no KV ingestion, so no
 // cache_aware policy).
 func (s *State) BuildDecider(logger *slog.Logger, in *Ingestion, cfg decider.Config) error {
-	deps := policy.Deps{Load: s.Load, InFlight: s.Leases, Affinity: s.Affinity}
+	deps := policy.Deps{Load: s.Load, InFlight: s.Leases, Affinity: s.Affinity, IntN: s.intN}
 	if in != nil {
 		deps.Prefix = in.PrefixSource()
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/sluicehq/sluice/decider/admission"
@@ -39,7 +38,7 @@ var _ Policy = (*cacheAware)(nil)
 
 // newCacheAware returns a cache-aware policy reading prefixes from source.
 func newCacheAware(deps Deps, limits admission.Limits, s config.CacheAwareSettings, source PrefixSource) *cacheAware {
-	return &cacheAware{deps: deps, limits: limits, s: s, source: source, intN: rand.IntN}
+	return &cacheAware{deps: deps, limits: limits, s: s, source: source, intN: deps.intN()}
 }
 
 // Name implements Policy.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluicehq/sluice/decider/admission"
@@ -33,6 +34,19 @@ type Deps struct {
 	Prefix PrefixSource
 	// Affinity holds session and sticky bindings; nil when no policy needs it.
 	Affinity *affinity.Store
+	// IntN draws a uniform integer in [0, n) for the sampling policies (random, power_of_two,
+	// cache_aware's miss fallback); nil uses math/rand/v2's global source. A trace replay
+	// passes a seeded source so its runs repeat; production leaves it nil (it must be safe for
+	// concurrent use when set on a decider serving calls in parallel).
+	IntN func(n int) int
+}
+
+// intN is Deps.IntN, or the global source when unset.
+func (d Deps) intN() func(n int) int {
+	if d.IntN != nil {
+		return d.IntN
+	}
+	return rand.IntN
 }
 
 // observation is one engine's load as a policy sees it during one pick.

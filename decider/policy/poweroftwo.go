@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
@@ -21,7 +20,7 @@ type powerOfTwo struct {
 
 // newPowerOfTwo returns a power-of-two-choices policy with the given admission caps.
 func newPowerOfTwo(deps Deps, limits admission.Limits) *powerOfTwo {
-	return &powerOfTwo{basics: basics{deps, limits}, intN: rand.IntN}
+	return &powerOfTwo{basics: basics{deps, limits}, intN: deps.intN()}
 }
 
 // Name implements Policy.

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"math/rand/v2"
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
@@ -27,7 +26,7 @@ func (p *random) Pick(_ context.Context, engines []*registry.Engine, req Request
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
-	w := engines[rand.IntN(len(engines))]
+	w := engines[p.deps.intN()(len(engines))]
 	snap := p.deps.Load.Snapshot()
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()

@@ -41,9 +41,9 @@ type Config struct {
 	ReportInterval, KVLag time.Duration
 	// LoadFreshness is the decider's -load-freshness.
 	LoadFreshness time.Duration
-	// Seed seeds the engines' block hash chains. The policies that sample (random,
-	// power_of_two, cache_aware's miss fallback) draw from math/rand/v2's global source in
-	// decider/policy, which no seed reaches: their runs differ from one another.
+	// Seed seeds the engines' block hash chains and the sampling policies' random source
+	// (random, power_of_two, cache_aware's miss fallback; policy.Deps.IntN): a run repeats
+	// exactly for a seed.
 	Seed uint64
 	// ConfigPath is a decider configuration file; empty is one plain bucket over the engines.
 	ConfigPath string
@@ -78,7 +78,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "time between two load reports of an engine")
 	fs.DurationVar(&c.KVLag, "kv-lag", c.KVLag, "delay from an engine's KV event to the decider's prefix index")
 	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "the decider's -load-freshness")
-	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the engines' block hash chains; the sampling in random, power_of_two and cache_aware's miss fallback draws from an unseeded source, so only the other policies repeat exactly")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the engines' block hash chains and of the policies' sampling (random, power_of_two, cache_aware's miss fallback): a run repeats exactly for a seed")
 	fs.StringVar(&c.ConfigPath, "config", c.ConfigPath, "decider configuration file (default: one plain bucket over the engines)")
 	fs.StringVar(&c.Policies, "policies", c.Policies, "comma-separated policy types to compare, each on a fresh identical fleet (the plain default_policy; groups with their own policy keep it); empty with -config runs the file as is")
 	fs.StringVar(&c.Out, "out", c.Out, "directory for report.md and report.json (default: print the markdown report)")

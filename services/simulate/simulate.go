@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -160,7 +161,10 @@ type fleet struct {
 
 func newFleet(cfg Config, doc *config.Document) (*fleet, error) {
 	clk := clock.NewManual(start)
-	st, err := deciderstate.New(deciderstate.Config{LoadFreshness: cfg.LoadFreshness, Now: clk.Now})
+	// Each fleet draws its policies' samples from its own source seeded alike, so every policy
+	// sees the same sequence and a run repeats exactly for a seed.
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	st, err := deciderstate.New(deciderstate.Config{LoadFreshness: cfg.LoadFreshness, Now: clk.Now, IntN: rng.IntN})
 	if err != nil {
 		return nil, err
 	}

@@ -101,13 +101,13 @@ func TestKVLagIsModelled(t *testing.T) {
 	}
 }
 
-// TestDeterministic: two runs give byte-identical JSON. The policies are those that draw no
-// random numbers (random, power_of_two and cache_aware's miss fallback use math/rand/v2's
-// global source in decider/policy, which cannot be seeded).
+// TestDeterministic: two runs give byte-identical JSON, the sampling policies included (their
+// random source is seeded by Config.Seed through policy.Deps.IntN); another seed changes what
+// random picks.
 func TestDeterministic(t *testing.T) {
 	t.Parallel()
 	reqs := syntheticTrace(400)
-	cfg := handConfig(4, "round_robin,load_based")
+	cfg := handConfig(4, "round_robin,load_based,random,power_of_two,cache_aware")
 	cfg.BlockSize = 16
 	cfg.CacheBlocks = 512
 	cfg.DecodeMsPerToken = 20
@@ -127,6 +127,14 @@ func TestDeterministic(t *testing.T) {
 	}
 	if !bytes.Contains(out[0], []byte(`"policy": "load_based"`)) {
 		t.Errorf("report lacks load_based:\n%s", out[0])
+	}
+	cfg.Seed++
+	rep, err := Simulate(context.Background(), quiet, cfg, nil, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err := rep.JSON(); err != nil || bytes.Equal(other, out[0]) {
+		t.Errorf("a different seed gave the same report (err %v)", err)
 	}
 }
 
