@@ -353,3 +353,37 @@ func TestCacheAwareQueueGateCountsDispatches(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedDispatchesDoNotCount: a dispatch released since the report has finished on the
+// engine, so it does not add to the engine's load: a report delayed (a slow broker) must not
+// charge an engine for requests it already served. e1 reports less than e0 and took five
+// requests since its report, all released: it still wins.
+func TestReleasedDispatchesDoNotCount(t *testing.T) {
+	t.Parallel()
+	r := newBurstRig(t, config.PolicyPowerOfTwo, registry.RoleDecode, 2, 1)
+	r.clock = time.Now()
+	for i, w := range r.es {
+		rep := decodeLoad(int64(1-i), 64) // batch full: a dispatch since would queue
+		rep.CapturedAt = r.clock
+		r.f.report(w.ID, rep)
+	}
+	for range 5 {
+		r.clock = r.clock.Add(time.Nanosecond)
+		l, err := r.f.inf.Acquire(r.es[1].Slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.f.inf.Release(l.ID)
+	}
+	r.clock = r.clock.Add(time.Nanosecond)
+	pk, err := r.pol.Pick(context.Background(), r.es, Request{Model: "m", Stage: registry.RoleDecode, InputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.f.load.Snapshot().View(r.es[1].Slot); !ok || v.Waiting != 0 {
+		t.Fatalf("e1's report is not in force (fresh %v, %+v)", ok, v)
+	}
+	if pk.Engine != r.es[1] {
+		t.Errorf("picked %s, want e1 (it reports less; its 5 dispatches since were released)", pk.Engine.ID)
+	}
+}

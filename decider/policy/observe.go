@@ -72,7 +72,7 @@ func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine, tokens int64)
 	o.inflight = d.InFlight.InFlight(w.Slot)
 	if v := snap.ViewRef(w.Slot); v != nil {
 		o.report, o.known = v, true
-		o.since = d.InFlight.DispatchesSince(w.Slot, v.CapturedAt)
+		o.since = min(d.InFlight.DispatchesSince(w.Slot, v.CapturedAt), o.inflight)
 		o.load.set(v, o.since, tokens)
 	}
 	return o
