@@ -351,8 +351,10 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 	time.Sleep(1500 * time.Millisecond)
 
 	pids := make([]int, len(counted))
+	each0 := make([]time.Duration, len(counted))
 	for i, p := range counted {
 		pids[i] = p.pid()
+		each0[i], _ = peer.ProcCPU(p.pid())
 	}
 	cpu0, err := peer.ProcCPU(pids...)
 	if err != nil {
@@ -373,6 +375,15 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		return peer.Round{}, err
 	}
 	ex1, _ := peer.ProcCPU(extra...)
+	var each []string
+	for i, p := range counted {
+		c, _ := peer.ProcCPU(p.pid())
+		each = append(each, fmt.Sprintf("%s %.2f", p.name, float64(c-each0[i])/float64(time.Millisecond)/float64(len(reqs))))
+	}
+	if len(extra) > 0 {
+		each = append(each, fmt.Sprintf("(kafka broker %.2f, not counted)", float64(ex1-ex0)/float64(time.Millisecond)/float64(len(reqs))))
+	}
+	logf("  CPU ms/req by process: %s", strings.Join(each, ", "))
 	for _, e := range engines {
 		metricsURLs["engine-"+e.id] = e.url + "/metrics"
 	}
