@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/trace"
 )
 
 // Round is one replay of the trace through one system × policy.
@@ -235,4 +237,26 @@ func parseStat(line string) (procStat, error) {
 		ticks += v
 	}
 	return procStat{ppid: ppid, cpu: time.Duration(ticks) * time.Second / clkTck}, nil
+}
+
+// IdealHitRate is the prefix hit rate of an infinite cache shared by every engine: the share of
+// prompt tokens in blocks whose id an earlier request of reqs already had. Requests without
+// block ids (Azure) share nothing.
+func IdealHitRate(reqs []trace.Request) float64 {
+	seen := map[int64]bool{}
+	var hit, total int
+	for _, r := range reqs {
+		for i, id := range r.BlockIDs {
+			n := min(trace.BlockTokens, r.InputTokens-i*trace.BlockTokens)
+			if seen[id] {
+				hit += n
+			}
+			seen[id] = true
+		}
+		total += r.InputTokens
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(hit) / float64(total)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/trace"
 )
 
 func TestQuantile(t *testing.T) {
@@ -100,5 +102,21 @@ func TestProcCPUOfThisProcess(t *testing.T) {
 	}
 	if none, err := ProcCPU(); err != nil || none != 0 {
 		t.Errorf("CPU of no process: %v, %v", none, err)
+	}
+}
+
+func TestIdealHitRate(t *testing.T) {
+	reqs := []trace.Request{
+		{InputTokens: 600, BlockIDs: []int64{1, 2}},  // nothing seen yet
+		{InputTokens: 1024, BlockIDs: []int64{1, 3}}, // block 1: 512 tokens hit
+		{InputTokens: 520, BlockIDs: []int64{1, 3}},  // 512 + 8 tokens hit
+		{InputTokens: 100, BlockIDs: nil},            // Azure: no prefix data
+	}
+	want := float64(512+520) / float64(600+1024+520+100)
+	if got := IdealHitRate(reqs); got != want {
+		t.Errorf("IdealHitRate = %v, want %v", got, want)
+	}
+	if IdealHitRate(nil) != 0 {
+		t.Error("IdealHitRate of nothing is not 0")
 	}
 }

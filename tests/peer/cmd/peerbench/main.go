@@ -194,9 +194,11 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 	fmt.Fprintf(w, "Trace `%s`, window [%v, %v): %d requests, %d input tokens, %d output tokens (max_tokens = output length capped at %d). "+
 		"Speed %.3g: arrivals compressed into %v (%.1f req/s offered), engines %.3g× faster than real (load factor %.3g). "+
 		"%d simulated SGLang engines (sluice simengine: %d slots, prefix cache %d blocks × 16 tokens, prefill %.0f tok/s, decode %.0f ms/token, real-time figures). "+
-		"%d rounds, configurations interleaved (rotated each round); %s in all.\n\n",
+		"%d rounds, configurations interleaved (rotated each round); %s in all. "+
+		"An infinite prefix cache shared by all engines would hit %.1f%% of the prompt tokens.\n\n",
 		f.tracePath, f.from, f.from+f.window, len(reqs), in, out, f.maxTokens, f.speed, span.Round(time.Second), float64(len(reqs))/max(span.Seconds(), 1e-9),
-		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs, f.rounds, took.Round(time.Second))
+		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs, f.rounds, took.Round(time.Second),
+		100*peer.IdealHitRate(reqs))
 	_ = peer.Table(w, rounds)
 	var kafkaCPU time.Duration
 	var kafkaReqs int
