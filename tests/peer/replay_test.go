@@ -147,7 +147,7 @@ func TestReplayPacingIsOpenLoop(t *testing.T) {
 		arrived[n-1] = time.Since(start)
 		mu.Unlock()
 		if n == 1 {
-			time.Sleep(300 * time.Millisecond) // the first answer is slow
+			time.Sleep(time.Second) // the first answer is slow
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\" t1\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\ndata: [DONE]\n\n", n)
@@ -157,6 +157,8 @@ func TestReplayPacingIsOpenLoop(t *testing.T) {
 	for i, at := range []time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond} {
 		reqs = append(reqs, trace.Request{Index: i, Arrival: at, InputTokens: i + 1, OutputTokens: 5, BlockIDs: []int64{int64(i)}})
 	}
+	// slack is how late a send may be on a loaded machine (the race detector, parallel packages).
+	const slack = 250 * time.Millisecond
 	var progress []int
 	var pmu sync.Mutex
 	start = time.Now()
@@ -172,14 +174,14 @@ func TestReplayPacingIsOpenLoop(t *testing.T) {
 		if r.Index != i || r.PromptTokens != i+1 || r.CachedTokens != 1 {
 			t.Errorf("result %d: %+v", i, r)
 		}
-		if r.Lag < 0 || r.Lag > 80*time.Millisecond {
+		if r.Lag < 0 || r.Lag > slack {
 			t.Errorf("request %d sent %v after its arrival %v", i, r.Lag, reqs[i].Arrival)
 		}
-		if at := arrived[i]; at < reqs[i].Arrival || at > reqs[i].Arrival+80*time.Millisecond {
+		if at := arrived[i]; at < reqs[i].Arrival || at > reqs[i].Arrival+slack {
 			t.Errorf("request %d reached the server at %v, want at its arrival %v", i, at, reqs[i].Arrival)
 		}
 	}
-	if res[0].E2E < 300*time.Millisecond || res[3].Sent > res[0].Sent+res[0].E2E {
+	if res[0].E2E < time.Second || res[3].Sent > res[0].Sent+res[0].E2E {
 		t.Errorf("request 3 (sent %v) waited for the slow request 0 (sent %v, took %v)", res[3].Sent, res[0].Sent, res[0].E2E)
 	}
 	slices.Sort(progress)
