@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/trace"
+	"github.com/sluicehq/sluice/services/simengine"
 )
 
 // Vocab bounds the token ids prompts are built from (the simengine's vocabulary size).
@@ -69,6 +70,9 @@ type Options struct {
 	Timeout time.Duration
 	// Client sends the requests; nil is a client without a connection limit.
 	Client *http.Client
+	// PromptIDs sends each prompt as its token ids instead of its text (sluice's gateway then
+	// needs no /tokenize; sglang-router 0.3.2 refuses an id-array prompt on /v1/completions).
+	PromptIDs bool
 }
 
 // Result is what one request measured. Times are since the request was sent.
@@ -95,10 +99,16 @@ func MaxTokens(r trace.Request, limit int) int {
 	return n
 }
 
-// Body is the JSON body of r's request.
-func Body(r trace.Request, model string, maxTokensCap int) ([]byte, error) {
+// Body is the JSON body of r's request: the prompt as text (PromptText), or as the token ids
+// the simengine makes of that text when ids is set, so both forms are the same engine tokens.
+func Body(r trace.Request, model string, maxTokensCap int, ids bool) ([]byte, error) {
+	text := PromptText(r.TokenIDs(Vocab))
+	var prompt any = text
+	if ids {
+		prompt = simengine.Tokenize(text)
+	}
 	return json.Marshal(map[string]any{
-		"model": model, "prompt": PromptText(r.TokenIDs(Vocab)), "max_tokens": MaxTokens(r, maxTokensCap),
+		"model": model, "prompt": prompt, "max_tokens": MaxTokens(r, maxTokensCap),
 		"stream": true, "stream_options": map[string]any{"include_usage": true},
 	})
 }
@@ -132,7 +142,7 @@ func Replay(ctx context.Context, opt Options, reqs []trace.Request, progress fun
 			case <-timer.C:
 			}
 		}
-		body, err := Body(r, opt.Model, opt.MaxTokensCap)
+		body, err := Body(r, opt.Model, opt.MaxTokensCap, opt.PromptIDs)
 		sent := time.Since(start)
 		if err != nil {
 			out[i] = Result{Index: r.Index, Sent: sent, Err: err}

@@ -61,7 +61,7 @@ func TestBodyCapsMaxTokens(t *testing.T) {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
-	b, err := Body(r, "m", 128)
+	b, err := Body(r, "m", 128, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,19 @@ func TestBodyCapsMaxTokens(t *testing.T) {
 	}
 	if got.Model != "m" || got.MaxTokens != 128 || !got.Stream || !got.StreamOptions.IncludeUsage || len(strings.Fields(got.Prompt)) != 3 {
 		t.Errorf("body %s", b)
+	}
+	b, err = Body(r, "m", 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids struct {
+		Prompt []uint32 `json:"prompt"`
+	}
+	if err := json.Unmarshal(b, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids.Prompt, simengine.Tokenize(got.Prompt)) {
+		t.Errorf("id prompt %v is not the engine's tokens of the text prompt %q", ids.Prompt, got.Prompt)
 	}
 	if n := MaxTokens(trace.Request{OutputTokens: 0}, 128); n != 1 {
 		t.Errorf("MaxTokens of a 0-token output = %d, want 1", n)

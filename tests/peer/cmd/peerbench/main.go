@@ -72,7 +72,7 @@ func main() {
 	fs.IntVar(&f.kafkaPID, "kafka-pid", 0, "the broker's pid, to report its CPU apart")
 	fs.StringVar(&f.kafkaKind, "kafka-kind", env("PEER_KAFKA_KIND", "Apache Kafka broker"), "how the broker is described in the output")
 	fs.StringVar(&f.sglangPolicies, "sglang-policies", "cache_aware,round_robin,power_of_two", "sglang-router policies (empty = skip the router)")
-	fs.StringVar(&f.sluicePolicies, "sluice-policies", "cache_aware,power_of_two,load_based", "sluice policies (empty = skip sluice)")
+	fs.StringVar(&f.sluicePolicies, "sluice-policies", "cache_aware,power_of_two,load_based", "sluice policies (empty = skip sluice); POLICY+ids sends that policy's prompts as token ids (no /tokenize in the gateway)")
 	fs.IntVar(&f.cacheBlocks, "cache-blocks", 32768, "engine prefix cache, blocks of 16 tokens (32768 = 512k tokens)")
 	fs.IntVar(&f.maxRunning, "max-running", 32, "engine running slots")
 	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed, uncached tokens/s per request (real time)")
@@ -214,6 +214,10 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 		"sglang-router's Python launcher with its Rust router; sluice's gateway + decider + enginelink. sluice runs as in production: "+
 		"engine ZMQ KV events and /v1/loads → enginelink → Kafka (%s) → decider; the gateway counts tokens with the engine's /tokenize. ",
 		f.kafkaKind)
+	if strings.Contains(f.sluicePolicies, "+ids") {
+		fmt.Fprint(w, "Policies marked +ids get the same prompts as token ids (the engine's tokens of the text), so the gateway skips /tokenize; "+
+			"sglang-router 0.3.2 refuses an id-array prompt on /v1/completions. ")
+	}
 	if kafkaReqs > 0 && f.kafkaPID > 0 {
 		fmt.Fprintf(w, "The Kafka broker's own CPU, not counted above, was %.2f ms/req over sluice's rounds.", float64(kafkaCPU)/float64(time.Millisecond)/float64(kafkaReqs))
 	}
@@ -275,6 +279,7 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 	var counted []*proc
 	var extra []int
 	var metricsURLs map[string]string // scraped after the replay into dir, to check what the router saw
+	promptIDs := false
 	switch c.system {
 	case "sglang-router":
 		routerURL = fmt.Sprintf("http://127.0.0.1:%d", p[0])
@@ -290,7 +295,9 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		counted = []*proc{r}
 		metricsURLs = map[string]string{"sglang-router": fmt.Sprintf("http://127.0.0.1:%d/metrics", p[1])}
 	case "sluice":
-		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), c.policy)
+		policy := strings.TrimSuffix(c.policy, "+ids")
+		promptIDs = policy != c.policy
+		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), policy)
 		loadTopic, kvTopic := tag+"-load", tag+"-kv"
 		if err := createTopics(ctx, f.brokers, loadTopic, kvTopic); err != nil {
 			return peer.Round{}, err
@@ -301,7 +308,7 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		for _, e := range engines {
 			fmt.Fprintf(&cfg, "  - {id: %s, url: %q, models: [%s], role: plain}\n", e.id, e.url, model)
 		}
-		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, c.policy)
+		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, policy)
 		cfgPath := filepath.Join(dir, "sluice.yaml")
 		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 			return peer.Round{}, err
@@ -366,7 +373,7 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 	logf("  %s ready at %s; replaying %d requests", c.system, routerURL, len(reqs))
 	t0 := time.Now()
 	next := 0.1
-	results := peer.Replay(ctx, peer.Options{URL: routerURL, Model: model, MaxTokensCap: f.maxTokens, Timeout: f.timeout}, reqs, func(done int) {
+	results := peer.Replay(ctx, peer.Options{URL: routerURL, Model: model, MaxTokensCap: f.maxTokens, Timeout: f.timeout, PromptIDs: promptIDs}, reqs, func(done int) {
 		if frac := float64(done) / float64(len(reqs)); frac >= next {
 			next += 0.25
 			logf("  %d/%d done after %v", done, len(reqs), time.Since(t0).Round(time.Second))
