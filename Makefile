@@ -16,6 +16,8 @@ FUZZTIME ?= 20s
 # spends a short run minimising instead of fuzzing: FuzzParse finds hundreds of interesting
 # inputs a minute, and with the default it ran 14 executions in 2 minutes.
 FUZZMINIMIZETIME ?= 2s
+# Flags for `make peer-bench` (tests/peer/cmd/peerbench -h lists them).
+ARGS ?=
 # Benchmarked packages; directories that do not exist yet are skipped.
 BENCH_PKGS := $(foreach d,decider state components services,$(if $(wildcard $(d)/.),./$(d)/...))
 BENCH_COUNT ?= 5
@@ -60,6 +62,10 @@ bench: ## Run benchmarks (decider, state, components, services) into bench.out; 
 	else \
 		echo "benchstat not installed (go install golang.org/x/perf/cmd/benchstat@latest); raw results in bench.out"; \
 	fi
+
+.PHONY: peer-bench
+peer-bench: ## Live peer comparison: the real sglang-router vs sluice on simulated engines (ARGS="-window 5m -rounds 2"); writes BENCHMARKS-peer.md
+	scripts/peer-bench.sh $(ARGS)
 
 .PHONY: build
 build: ## Build the sluice binary into bin/sluice

@@ -1,0 +1,625 @@
+// Command peerbench runs the real SGLang router (sglang-router from PyPI) and sluice's gateway +
+// decider + enginelink side by side against the same simulated SGLang engines (sluice
+// simengine processes), replaying the same trace with the same client (tests/peer) in
+// interleaved rounds, and writes one markdown table. `make peer-bench` (scripts/peer-bench.sh)
+// installs the router, starts a Kafka broker and builds sluice first; see BENCHMARKS.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/sluicehq/sluice/internal/trace"
+	"github.com/sluicehq/sluice/tests/peer"
+)
+
+type flags struct {
+	tracePath                      string
+	from, window                   time.Duration
+	speed, load                    float64
+	engines, rounds                int
+	maxTokens                      int
+	timeout                        time.Duration
+	out, workDir                   string
+	sluiceBin, routerPython        string
+	brokers                        string
+	kafkaPID                       int
+	kafkaKind                      string
+	cacheBlocks, maxRunning        int
+	prefillTokPerSec, decodeMs     float64
+	sglangPolicies, sluicePolicies string
+}
+
+func main() {
+	var f flags
+	env := func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.CommandLine
+	fs.StringVar(&f.tracePath, "trace", env("PEER_TRACE", "/work/shared/data/conversation_trace.jsonl"), "trace file: Mooncake .jsonl or Azure .csv (env PEER_TRACE)")
+	fs.DurationVar(&f.from, "from", 0, "start of the window in trace time")
+	fs.DurationVar(&f.window, "window", 10*time.Minute, "length of the trace window replayed (trace time)")
+	fs.Float64Var(&f.speed, "speed", 0, "time compression of the trace: arrivals are divided by it, and the engines' simulated durations too (0 = the window in 2 minutes)")
+	fs.Float64Var(&f.load, "load", 4, "load factor: the engines run speed/load times faster than real, so the default offers four times the trace's real rate (4 engines then queue at its bursts)")
+	fs.IntVar(&f.engines, "engines", 4, "simulated engines")
+	fs.IntVar(&f.rounds, "rounds", 3, "rounds; each runs every system × policy once, in a rotated order")
+	fs.IntVar(&f.maxTokens, "max-tokens-cap", 128, "cap on each request's max_tokens (the trace's output length); every output token is a stream chunk the routers relay and the client parses, on the same cores")
+	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "bound on one request")
+	fs.StringVar(&f.out, "out", "BENCHMARKS-peer.md", "markdown output file (also printed to stdout); empty = stdout only")
+	fs.StringVar(&f.workDir, "work-dir", "", "logs and configuration (default: a new temp dir, kept)")
+	fs.StringVar(&f.sluiceBin, "sluice", env("PEER_SLUICE", "bin/sluice"), "sluice binary (env PEER_SLUICE)")
+	fs.StringVar(&f.routerPython, "router-python", env("PEER_ROUTER_PYTHON", ""), "python of the venv with sglang-router (env PEER_ROUTER_PYTHON)")
+	fs.StringVar(&f.brokers, "kafka-brokers", env("SLUICE_TEST_KAFKA_BROKERS", ""), "Kafka brokers for sluice's KV events and load (env SLUICE_TEST_KAFKA_BROKERS)")
+	fs.IntVar(&f.kafkaPID, "kafka-pid", 0, "the broker's pid, to report its CPU apart")
+	fs.StringVar(&f.kafkaKind, "kafka-kind", env("PEER_KAFKA_KIND", "Apache Kafka broker"), "how the broker is described in the output")
+	fs.StringVar(&f.sglangPolicies, "sglang-policies", "cache_aware,round_robin,power_of_two", "sglang-router policies (empty = skip the router)")
+	fs.StringVar(&f.sluicePolicies, "sluice-policies", "cache_aware,power_of_two,load_based", "sluice policies (empty = skip sluice); POLICY+ids sends that policy's prompts as token ids (no /tokenize in the gateway)")
+	fs.IntVar(&f.cacheBlocks, "cache-blocks", 32768, "engine prefix cache, blocks of 16 tokens (32768 = 512k tokens)")
+	fs.IntVar(&f.maxRunning, "max-running", 32, "engine running slots")
+	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed, uncached tokens/s per request (real time)")
+	fs.Float64Var(&f.decodeMs, "decode-ms-per-token", 20, "engine time per output token (real time)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, f); err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "[peerbench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+type config struct{ system, policy string }
+
+func run(ctx context.Context, f flags) error {
+	all, err := trace.Read(f.tracePath)
+	if err != nil {
+		return err
+	}
+	reqs := trace.Window(all, f.from, f.window)
+	if len(reqs) == 0 {
+		return fmt.Errorf("no request in [%v, %v) of %s", f.from, f.from+f.window, f.tracePath)
+	}
+	if f.speed <= 0 {
+		f.speed = max(1, f.window.Seconds()/120)
+	}
+	reqs = trace.Scale(reqs, f.speed)
+	span := reqs[len(reqs)-1].Arrival
+	var cfgs []config
+	for _, p := range split(f.sglangPolicies) {
+		cfgs = append(cfgs, config{"sglang-router", p})
+	}
+	for _, p := range split(f.sluicePolicies) {
+		cfgs = append(cfgs, config{"sluice", p})
+	}
+	if len(cfgs) == 0 {
+		return errors.New("nothing to run: -sglang-policies and -sluice-policies are both empty")
+	}
+	if len(split(f.sglangPolicies)) > 0 && f.routerPython == "" {
+		return errors.New("-router-python: the venv python with sglang-router is needed (scripts/peer-bench.sh makes it)")
+	}
+	if len(split(f.sluicePolicies)) > 0 && f.brokers == "" {
+		return errors.New("-kafka-brokers: sluice's cache_aware needs KV events through Kafka (scripts/peer-bench.sh starts a broker)")
+	}
+	if f.workDir == "" {
+		if f.workDir, err = os.MkdirTemp("", "sluice-peerbench-"); err != nil {
+			return err
+		}
+	}
+	if f.sluiceBin, err = filepath.Abs(f.sluiceBin); err != nil {
+		return err
+	}
+	var in, out int
+	for _, r := range reqs {
+		in += r.InputTokens
+		out += peer.MaxTokens(r, f.maxTokens)
+	}
+	logf("trace %s: %d requests in [%v, %v), %d input and %d output tokens (cap %d); speed %.2g: a round offers them in %v (%.1f req/s)",
+		f.tracePath, len(reqs), f.from, f.from+f.window, in, out, f.maxTokens, f.speed, span.Round(time.Second), float64(len(reqs))/max(span.Seconds(), 1e-9))
+	logf("%d configurations × %d rounds, %d engines; logs in %s", len(cfgs), f.rounds, f.engines, f.workDir)
+
+	var rounds []peer.Round
+	started := time.Now()
+	for round := range f.rounds {
+		for j := range cfgs {
+			c := cfgs[(j+round)%len(cfgs)] // rotate so no configuration always runs first
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			logf("round %d/%d: %s %s", round+1, f.rounds, c.system, c.policy)
+			r, err := runOne(ctx, f, c, reqs, filepath.Join(f.workDir, fmt.Sprintf("r%d-%s-%s", round+1, c.system, c.policy)))
+			if err != nil {
+				return fmt.Errorf("round %d %s %s: %w", round+1, c.system, c.policy, err)
+			}
+			s := peer.Summarize(r)
+			logf("  %d requests, %d errors, hit %.1f%%, TTFT p50 %v p99 %v, e2e p50 %v, %.2f req/s, router CPU %.2f ms/req%s",
+				s.Requests, s.Errors, 100*s.HitRate, s.TTFT50.Round(time.Millisecond), s.TTFT99.Round(time.Millisecond), s.E2E50.Round(time.Millisecond),
+				s.ReqPerSec, s.CPUPerReq, firstErr(s))
+			rounds = append(rounds, r)
+		}
+	}
+	var b bytes.Buffer
+	writeReport(&b, f, reqs, span, in, out, rounds, time.Since(started))
+	if _, err := os.Stdout.Write(b.Bytes()); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := os.WriteFile(f.out, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", f.out)
+	}
+	return nil
+}
+
+func firstErr(s peer.Summary) string {
+	if s.FirstErr == "" {
+		return ""
+	}
+	return "; first error: " + s.FirstErr
+}
+
+func split(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration, in, out int, rounds []peer.Round, took time.Duration) {
+	fmt.Fprintf(w, "Trace `%s`, window [%v, %v): %d requests, %d input tokens, %d output tokens (max_tokens = output length capped at %d). "+
+		"Speed %.3g: arrivals compressed into %v (%.1f req/s offered), engines %.3g× faster than real (load factor %.3g). "+
+		"%d simulated SGLang engines (sluice simengine: %d slots, prefix cache %d blocks × 16 tokens, prefill %.0f tok/s, decode %.0f ms/token, real-time figures). "+
+		"%d rounds, configurations interleaved (rotated each round); %s in all. "+
+		"An infinite prefix cache shared by all engines would hit %.1f%% of the prompt tokens.\n\n",
+		f.tracePath, f.from, f.from+f.window, len(reqs), in, out, f.maxTokens, f.speed, span.Round(time.Second), float64(len(reqs))/max(span.Seconds(), 1e-9),
+		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs, f.rounds, took.Round(time.Second),
+		100*peer.IdealHitRate(reqs))
+	_ = peer.Table(w, rounds)
+	var kafkaCPU time.Duration
+	var kafkaReqs int
+	for _, r := range rounds {
+		if r.System == "sluice" {
+			kafkaCPU += r.Extra
+			kafkaReqs += len(r.Results)
+		}
+	}
+	fmt.Fprintf(w, "\nCells are the median over rounds with the (min–max) range. Prefix hit rate is cached ÷ prompt tokens as the engines "+
+		"reported them in each stream's usage chunk; TTFT is the time to the first chunk with text at the client; req/s is completed "+
+		"requests ÷ (last end − first send). Router CPU is utime+stime from /proc of the router's process tree during the replay: "+
+		"sglang-router's Python launcher with its Rust router; sluice's gateway + decider + enginelink. sluice runs as in production: "+
+		"engine ZMQ KV events and /v1/loads → enginelink → Kafka (%s) → decider; the gateway counts tokens with the engine's /tokenize. ",
+		f.kafkaKind)
+	if strings.Contains(f.sluicePolicies, "+ids") {
+		fmt.Fprint(w, "Policies marked +ids get the same prompts as token ids (the engine's tokens of the text), so the gateway skips /tokenize; "+
+			"sglang-router 0.3.2 refuses an id-array prompt on /v1/completions. ")
+	}
+	if kafkaReqs > 0 && f.kafkaPID > 0 {
+		fmt.Fprintf(w, "The Kafka broker's own CPU, not counted above, was %.2f ms/req over sluice's rounds.", float64(kafkaCPU)/float64(time.Millisecond)/float64(kafkaReqs))
+	}
+	fmt.Fprintln(w)
+}
+
+// runOne starts fresh engines and one router, replays the trace through it and stops them.
+func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir string) (peer.Round, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return peer.Round{}, err
+	}
+	var procs []*proc
+	var after []func() // run once every process is stopped
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop()
+		}
+		for _, f := range after {
+			f()
+		}
+	}()
+	start := func(name string, bin string, args ...string) (*proc, error) {
+		p, err := startProc(filepath.Join(dir, name+".log"), bin, args...)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		procs = append(procs, p)
+		return p, nil
+	}
+	ports, err := freePorts(3*f.engines + 6)
+	if err != nil {
+		return peer.Round{}, err
+	}
+	type engine struct {
+		id, url, kv, replay string
+	}
+	engines := make([]engine, f.engines)
+	engineSpeed := f.speed / f.load
+	for i := range engines {
+		hp, kp, rp := ports[3*i], ports[3*i+1], ports[3*i+2]
+		e := engine{id: fmt.Sprintf("e%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", hp),
+			kv: fmt.Sprintf("tcp://127.0.0.1:%d", kp), replay: fmt.Sprintf("tcp://127.0.0.1:%d", rp)}
+		engines[i] = e
+		if _, err := start("engine-"+e.id, f.sluiceBin, "simengine", "-addr", fmt.Sprintf("127.0.0.1:%d", hp), "-id", e.id, "-model", model,
+			"-metrics-naming", "sglang", "-kv-events-endpoint", fmt.Sprintf("tcp://*:%d", kp), "-kv-replay-endpoint", fmt.Sprintf("tcp://*:%d", rp),
+			"-speed", ftoa(engineSpeed), "-cache-blocks", strconv.Itoa(f.cacheBlocks), "-max-running", strconv.Itoa(f.maxRunning),
+			"-prefill-tokens-per-sec", ftoa(f.prefillTokPerSec), "-decode-ms-per-token", ftoa(f.decodeMs),
+			"-log-level", "warn"); err != nil {
+			return peer.Round{}, err
+		}
+	}
+	for _, e := range engines {
+		if err := waitHTTP(ctx, e.url+"/health", procs, 30*time.Second); err != nil {
+			return peer.Round{}, fmt.Errorf("engine %s: %w", e.id, err)
+		}
+	}
+	p := ports[3*f.engines:]
+	var routerURL string
+	var counted []*proc
+	var extra []int
+	var metricsURLs map[string]string // scraped after the replay into dir, to check what the router saw
+	promptIDs := false
+	switch c.system {
+	case "sglang-router":
+		routerURL = fmt.Sprintf("http://127.0.0.1:%d", p[0])
+		args := []string{"-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", strconv.Itoa(p[0]),
+			"--policy", c.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(p[1]), "--log-level", "warn", "--worker-urls"}
+		for _, e := range engines {
+			args = append(args, e.url)
+		}
+		r, err := start("sglang-router", f.routerPython, args...)
+		if err != nil {
+			return peer.Round{}, err
+		}
+		counted = []*proc{r}
+		metricsURLs = map[string]string{"sglang-router": fmt.Sprintf("http://127.0.0.1:%d/metrics", p[1])}
+	case "sluice":
+		policy := strings.TrimSuffix(c.policy, "+ids")
+		promptIDs = policy != c.policy
+		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), policy)
+		loadTopic, kvTopic := tag+"-load", tag+"-kv"
+		if err := createTopics(ctx, f.brokers, loadTopic, kvTopic); err != nil {
+			return peer.Round{}, err
+		}
+		after = append(after, func() { deleteTopics(f.brokers, loadTopic, kvTopic) })
+		var cfg strings.Builder
+		cfg.WriteString("workers:\n")
+		for _, e := range engines {
+			fmt.Fprintf(&cfg, "  - {id: %s, url: %q, models: [%s], role: plain}\n", e.id, e.url, model)
+		}
+		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, policy)
+		cfgPath := filepath.Join(dir, "sluice.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+			return peer.Round{}, err
+		}
+		grpcAddr, httpAddr, gwAddr, linkAddr := fmt.Sprintf("127.0.0.1:%d", p[0]), fmt.Sprintf("127.0.0.1:%d", p[1]),
+			fmt.Sprintf("127.0.0.1:%d", p[2]), fmt.Sprintf("127.0.0.1:%d", p[3])
+		linkArgs := []string{"enginelink", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic,
+			"-http-addr", linkAddr, "-log-level", "warn"}
+		for _, e := range engines {
+			linkArgs = append(linkArgs, "-engine", fmt.Sprintf("id=%s,model=%s,engine=sglang,kv=%s,replay=%s,loads=%s/v1/loads,metrics=%s/metrics",
+				e.id, model, e.kv, e.replay, e.url, e.url))
+		}
+		link, err := start("enginelink", f.sluiceBin, linkArgs...)
+		if err != nil {
+			return peer.Round{}, err
+		}
+		dec, err := start("decider", f.sluiceBin, "decider", "-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
+			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic, "-log-level", "warn")
+		if err != nil {
+			return peer.Round{}, err
+		}
+		if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", procs, 60*time.Second); err != nil {
+			return peer.Round{}, fmt.Errorf("decider: %w", err)
+		}
+		gw, err := start("gateway", f.sluiceBin, "gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", "engine", "-log-level", "warn")
+		if err != nil {
+			return peer.Round{}, err
+		}
+		routerURL = "http://" + gwAddr
+		counted = []*proc{gw, dec, link}
+		metricsURLs = map[string]string{"decider": "http://" + httpAddr + "/metrics", "enginelink": "http://" + linkAddr + "/metrics",
+			"gateway": "http://" + gwAddr + "/metrics"}
+		if f.kafkaPID > 0 {
+			extra = []int{f.kafkaPID}
+		}
+	default:
+		return peer.Round{}, fmt.Errorf("unknown system %q", c.system)
+	}
+	if err := waitCompletion(ctx, routerURL, procs, 90*time.Second); err != nil {
+		return peer.Round{}, fmt.Errorf("%s not serving: %w", c.system, err)
+	}
+	// The readiness requests left blocks behind: start every engine empty. sluice's decider
+	// hears the clear through KV events; give it and a load report a moment.
+	for _, e := range engines {
+		if err := post(ctx, e.url+"/admin/reset-cache"); err != nil {
+			return peer.Round{}, fmt.Errorf("reset %s: %w", e.id, err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+
+	pids := make([]int, len(counted))
+	each0 := make([]time.Duration, len(counted))
+	for i, p := range counted {
+		pids[i] = p.pid()
+		each0[i], _ = peer.ProcCPU(p.pid())
+	}
+	cpu0, err := peer.ProcCPU(pids...)
+	if err != nil {
+		return peer.Round{}, err
+	}
+	ex0, _ := peer.ProcCPU(extra...)
+	logf("  %s ready at %s; replaying %d requests", c.system, routerURL, len(reqs))
+	t0 := time.Now()
+	next := 0.1
+	results := peer.Replay(ctx, peer.Options{URL: routerURL, Model: model, MaxTokensCap: f.maxTokens, Timeout: f.timeout, PromptIDs: promptIDs}, reqs, func(done int) {
+		if frac := float64(done) / float64(len(reqs)); frac >= next {
+			next += 0.25
+			logf("  %d/%d done after %v", done, len(reqs), time.Since(t0).Round(time.Second))
+		}
+	})
+	cpu1, err := peer.ProcCPU(pids...)
+	if err != nil {
+		return peer.Round{}, err
+	}
+	ex1, _ := peer.ProcCPU(extra...)
+	var each []string
+	for i, p := range counted {
+		c, _ := peer.ProcCPU(p.pid())
+		each = append(each, fmt.Sprintf("%s %.2f", p.name, float64(c-each0[i])/float64(time.Millisecond)/float64(len(reqs))))
+	}
+	if len(extra) > 0 {
+		each = append(each, fmt.Sprintf("(kafka broker %.2f, not counted)", float64(ex1-ex0)/float64(time.Millisecond)/float64(len(reqs))))
+	}
+	logf("  CPU ms/req by process: %s", strings.Join(each, ", "))
+	for _, e := range engines {
+		metricsURLs["engine-"+e.id] = e.url + "/metrics"
+	}
+	for name, u := range metricsURLs {
+		saveURL(u, filepath.Join(dir, name+".metrics.txt"))
+	}
+	for _, p := range counted {
+		if !p.running() {
+			return peer.Round{}, fmt.Errorf("%s exited during the replay (log %s)", p.name, p.log)
+		}
+	}
+	return peer.Round{System: c.system, Policy: c.policy, Results: results, CPU: cpu1 - cpu0, Extra: ex1 - ex0}, nil
+}
+
+const model = "sim"
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// proc is one child in its own process group, its output in a log file.
+type proc struct {
+	name, log string
+	cmd       *exec.Cmd
+	done      chan struct{}
+}
+
+func startProc(logPath, bin string, args ...string) (*proc, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") { // only flags configure the children
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	p := &proc{name: strings.TrimSuffix(filepath.Base(logPath), ".log"), log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process group, SIGKILL after 10 s.
+func (p *proc) stop() {
+	if p.running() {
+		_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	<-p.done
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var out []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+var quick = &http.Client{Timeout: 5 * time.Second}
+
+func exited(procs []*proc) error {
+	for _, p := range procs {
+		if !p.running() {
+			return fmt.Errorf("%s exited (log %s)", p.name, p.log)
+		}
+	}
+	return nil
+}
+
+func waitHTTP(ctx context.Context, url string, procs []*proc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if err := exited(procs); err != nil {
+			return err
+		}
+		resp, err := quick.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("GET %s not 200 within %v: %s", url, timeout, last)
+}
+
+// waitCompletion sends a short streaming completion until one succeeds.
+func waitCompletion(ctx context.Context, url string, procs []*proc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	r := trace.Request{Index: -1, InputTokens: 8, OutputTokens: 1}
+	var last error
+	for time.Now().Before(deadline) {
+		if err := exited(procs); err != nil {
+			return err
+		}
+		res := peer.Replay(ctx, peer.Options{URL: url, Model: model, Timeout: 5 * time.Second, Client: quick}, []trace.Request{r}, nil)
+		if last = res[0].Err; last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no completion within %v: %w", timeout, last)
+}
+
+// saveURL writes the body of GET url to path (or why it could not).
+func saveURL(url, path string) {
+	var body []byte
+	resp, err := quick.Get(url)
+	if err == nil {
+		body, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		body = []byte(err.Error())
+	}
+	_ = os.WriteFile(path, body, 0o644)
+}
+
+func post(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := quick.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func createTopics(ctx context.Context, brokers string, topics ...string) error {
+	c := &kafka.Client{Addr: kafka.TCP(split(brokers)...), Timeout: 30 * time.Second}
+	req := &kafka.CreateTopicsRequest{}
+	for _, t := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: 4, ReplicationFactor: 1})
+	}
+	resp, err := c.CreateTopics(ctx, req)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for t, err := range resp.Errors {
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	// Every partition has a leader before the decider's readers start.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+		if err == nil {
+			ready := 0
+			for _, mt := range md.Topics {
+				ok := mt.Error == nil && len(mt.Partitions) == 4
+				for _, p := range mt.Partitions {
+					ok = ok && p.Error == nil && p.Leader.ID >= 0
+				}
+				if ok {
+					ready++
+				}
+			}
+			if ready == len(topics) {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("topics %v have no leaders after 30s", topics)
+}
+
+func deleteTopics(brokers string, topics ...string) {
+	c := &kafka.Client{Addr: kafka.TCP(split(brokers)...), Timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = c.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+}

@@ -1,0 +1,122 @@
+package peer
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/trace"
+)
+
+func TestQuantile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	d := ms(5, 1, 4, 2, 3, 10, 9, 8, 7, 6)
+	for q, want := range map[float64]int{0.5: 5, 0.9: 9, 0.99: 10, 0: 1, 1: 10} {
+		if got := Quantile(d, q); got != time.Duration(want)*time.Millisecond {
+			t.Errorf("Quantile(%v) = %v, want %dms", q, got, want)
+		}
+	}
+	if Quantile(nil, 0.5) != 0 {
+		t.Error("Quantile of nothing is not 0")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	r := Round{System: "s", Policy: "p", CPU: 30 * time.Millisecond, Results: []Result{
+		{Sent: 0, TTFT: 10 * time.Millisecond, E2E: time.Second, PromptTokens: 100, CachedTokens: 50},
+		{Sent: time.Second, TTFT: 20 * time.Millisecond, E2E: time.Second, PromptTokens: 300, CachedTokens: 50},
+		{Sent: 500 * time.Millisecond, Err: errors.New("boom"), PromptTokens: 1000},
+	}}
+	s := Summarize(r)
+	if s.Requests != 3 || s.Errors != 1 || s.FirstErr != "boom" {
+		t.Errorf("counts %+v", s)
+	}
+	if s.HitRate != 0.25 {
+		t.Errorf("hit rate %v, want 100/400 over the successful requests", s.HitRate)
+	}
+	if s.TTFT50 != 10*time.Millisecond || s.TTFT99 != 20*time.Millisecond {
+		t.Errorf("TTFT p50 %v p99 %v", s.TTFT50, s.TTFT99)
+	}
+	if s.ReqPerSec != 1 { // 2 done between 0 and 2 s
+		t.Errorf("req/s %v, want 1", s.ReqPerSec)
+	}
+	if s.CPUPerReq != 10 {
+		t.Errorf("CPU %v ms/req, want 10", s.CPUPerReq)
+	}
+}
+
+func TestTableMediansOverRounds(t *testing.T) {
+	round := func(sys string, cpu time.Duration) Round {
+		return Round{System: sys, Policy: "p", CPU: cpu, Results: []Result{{E2E: time.Second, PromptTokens: 10, CachedTokens: 5}}}
+	}
+	var b strings.Builder
+	if err := Table(&b, []Round{round("a", 1*time.Millisecond), round("b", 0), round("a", 3*time.Millisecond), round("a", 2*time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if !strings.HasPrefix(lines[2], "| a | p | 3 | 1 | 0 (0–0) | 50.0 (50.0–50.0) |") || !strings.HasSuffix(lines[2], "| 2.00 (1.00–3.00) |") {
+		t.Errorf("row a: %s", lines[2])
+	}
+	if !strings.HasPrefix(lines[3], "| b | p | 1 | 1 | 0 | 50.0 |") {
+		t.Errorf("row b (one round, no range): %s", lines[3])
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and parentheses; utime 150, stime 50, cutime 7, cstime 3.
+	line := "4242 (sglang::r (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 150 50 7 3 20 0 9 0 12345 1000 100 18446744073709551615"
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ppid != 17 || st.cpu != 2100*time.Millisecond {
+		t.Errorf("ppid %d cpu %v, want 17 and 2.1s", st.ppid, st.cpu)
+	}
+	if _, err := parseStat("4242 (x) S 1 2"); err == nil {
+		t.Error("a short line parsed")
+	}
+}
+
+func TestProcCPUOfThisProcess(t *testing.T) {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		// burn CPU so there is some to read
+	}
+	cpu, err := ProcCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu <= 0 {
+		t.Errorf("CPU of a process that just spun 50ms: %v", cpu)
+	}
+	if none, err := ProcCPU(); err != nil || none != 0 {
+		t.Errorf("CPU of no process: %v, %v", none, err)
+	}
+}
+
+func TestIdealHitRate(t *testing.T) {
+	reqs := []trace.Request{
+		{InputTokens: 600, BlockIDs: []int64{1, 2}},  // nothing seen yet
+		{InputTokens: 1024, BlockIDs: []int64{1, 3}}, // block 1: 512 tokens hit
+		{InputTokens: 520, BlockIDs: []int64{1, 3}},  // 512 + 8 tokens hit
+		{InputTokens: 100, BlockIDs: nil},            // Azure: no prefix data
+	}
+	want := float64(512+520) / float64(600+1024+520+100)
+	if got := IdealHitRate(reqs); got != want {
+		t.Errorf("IdealHitRate = %v, want %v", got, want)
+	}
+	if IdealHitRate(nil) != 0 {
+		t.Error("IdealHitRate of nothing is not 0")
+	}
+}
