@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // maxIDLen bounds bucket and engine ids; both appear in REST paths
@@ -73,8 +71,6 @@ func (v *validator) document(d *Document) {
 		p := mapKey("models", name)
 		if strings.TrimSpace(name) == "" {
 			v.addf(p, "model id must not be empty; name the model these settings apply to")
-		} else if msg := controlChar("model", name); msg != "" {
-			v.addf(p, "%s", msg)
 		}
 		v.stagePolicies(d.Models[name].DefaultPolicy, join(p, "default_policy"))
 	}
@@ -142,13 +138,8 @@ func (v *validator) engineList(ws []EngineSpec) {
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(w.Labels)) {
-			switch lp := mapKey(join(p, "labels"), k); {
-			case k == "":
-				v.addf(lp, "label key must not be empty")
-			case controlChar("label key", k) != "":
-				v.addf(lp, "%s", controlChar("label key", k))
-			case strings.ContainsRune(w.Labels[k], 0):
-				v.addf(lp, "label value contains NUL (U+0000), which the configuration store cannot hold; remove it")
+			if k == "" {
+				v.addf(mapKey(join(p, "labels"), k), "label key must not be empty")
 			}
 		}
 		v.engineEndpoints(w, p)
@@ -263,18 +254,6 @@ var (
 
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
-// controlChar says what is wrong with a name holding a control character (NUL, newline, ...),
-// or "". Names end up in metrics labels, logs and the configuration store (Postgres cannot
-// store NUL at all), so they are printable text.
-func controlChar(noun, s string) string {
-	i := strings.IndexFunc(s, unicode.IsControl)
-	if i < 0 {
-		return ""
-	}
-	r, _ := utf8.DecodeRuneInString(s[i:])
-	return fmt.Sprintf("%s %q contains the control character U+%04X; use printable text", noun, s, r)
-}
-
 // uniqueEntries checks that no entry of a list of names is blank or
 // repeated, and calls each (when set) with every other entry.
 func (v *validator) uniqueEntries(items []string, path string, r entryRule, each func(p, s string)) {
@@ -283,10 +262,6 @@ func (v *validator) uniqueEntries(items []string, path string, r entryRule, each
 		ip := index(path, i)
 		if r.blank(s) {
 			v.addf(ip, "%s", r.empty)
-			continue
-		}
-		if msg := controlChar(r.noun, s); msg != "" {
-			v.addf(ip, "%s", msg)
 			continue
 		}
 		if j, dup := first[s]; dup {

@@ -348,31 +348,3 @@ func TestValidationErrorMessage(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
-
-// TestValidateControlCharacters: names with control characters are refused naming the field
-// (a model id with NUL reached Postgres, which cannot store it, and answered 500); a label value
-// may be any text but NUL.
-func TestValidateControlCharacters(t *testing.T) {
-	t.Parallel()
-	doc := func(models []string, labels map[string]string) *Document {
-		return &Document{Engines: []EngineSpec{{ID: "a", URL: "http://a", Models: models, Role: RolePlain, Labels: labels}}}
-	}
-	for _, c := range []struct {
-		name string
-		d    *Document
-		want string
-	}{
-		{"NUL in a model", doc([]string{"m", "bad\x00"}, nil), `workers[0].models[1]: model "bad\x00" contains the control character U+0000; use printable text`},
-		{"newline in a model", doc([]string{"a\nb"}, nil), `workers[0].models[0]: model "a\nb" contains the control character U+000A; use printable text`},
-		{"control in a label key", doc([]string{"m"}, map[string]string{"k\x01": "v"}), `contains the control character U+0001`},
-		{"NUL in a label value", doc([]string{"m"}, map[string]string{"k": "v\x00"}), `label value contains NUL (U+0000)`},
-	} {
-		err := c.d.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: Validate() = %v, want a problem containing %q", c.name, err, c.want)
-		}
-	}
-	if err := doc([]string{"Qwen/Qwen3-8B", "ünïcode-模型"}, map[string]string{"zone": "eu west\t1"}).Validate(); err != nil {
-		t.Errorf("printable names and a tab in a label value refused: %v", err)
-	}
-}
