@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,32 @@ func TestSnapshotFileServesWhenDatabaseIsDown(t *testing.T) {
 	_, err = pgstore.Open(context.Background(), slog.New(slog.DiscardHandler), pgstore.Config{DSN: down})
 	if !errors.Is(err, config.ErrUnavailable) || !strings.Contains(err.Error(), "no last-known snapshot") {
 		t.Errorf("Open without a snapshot while down = %v, want a clear ErrUnavailable start-up error", err)
+	}
+}
+
+// TestNULRefusedNamingTheField: a document holding NUL in a model id or a label is valid (the
+// file store keeps it) but PostgreSQL cannot store NUL; the store refuses it as invalid, naming
+// each field, and writes nothing. It used to fail the write with SQLSTATE 22P05 (an admin call
+// answered 500; found by schemathesis).
+func TestNULRefusedNamingTheField(t *testing.T) {
+	s := open(t, pgstore.Config{DSN: schemaDSN(t), Seed: seed(t)})
+	doc, err := config.Parse([]byte("workers:\n  - {id: a, url: \"http://a\", models: [\"m\\0x\"], role: plain, labels: {k: \"v\\0\"}}\n"), config.FormatYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Apply(context.Background(), doc, s.Current().Version)
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Apply = %v, want a *config.ValidationError", err)
+	}
+	var paths []string
+	for _, p := range ve.Problems {
+		paths = append(paths, p.Path)
+	}
+	if want := []string{"workers[0].models[0]", `workers[0].labels["k"]`}; !slices.Equal(paths, want) {
+		t.Errorf("problem paths = %q, want %q (%v)", paths, want, err)
+	}
+	if v := s.Current().Version; v != 1 {
+		t.Errorf("version %d after a refused write, want 1", v)
 	}
 }

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -343,6 +344,9 @@ func (s *Store) commit(ctx context.Context, doc *config.Document, basedOn, rollb
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return config.Snapshot{}, fmt.Errorf("apply configuration: %w", err)
+	}
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		return config.Snapshot{}, nulProblems(doc)
 	}
 	stored, err := config.Parse(raw, config.FormatJSON)
 	if err != nil {
