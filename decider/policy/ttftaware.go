@@ -74,7 +74,7 @@ type ttftCand struct {
 	est               float64 // seconds
 	queueFrom         string
 	rateDefault       bool
-	full              bool // the engine would queue this request (waiting, or no free batch slot)
+	full              bool   // the engine would queue this request (waiting, or no free batch slot)
 	limit             string // the admission cap that refused it; "" if not refused (or not checked)
 }
 

@@ -261,4 +261,3 @@ func TestTTFTAwareExplainAndErrors(t *testing.T) {
 		t.Error("Pick() swallowed a rejected prefix query")
 	}
 }
-
