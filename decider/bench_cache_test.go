@@ -40,7 +40,7 @@ func benchDecidePrefix(b *testing.B, policyType, wantReason string) {
 	f := newFixtureWith(b, ws, policy.LocalIndex{Index: ix})
 	f.apply(`
 default_policy:
-  plain: {type: `+policyType+`, admission: {max_running_requests: 1000000}}
+  plain: {type: ` + policyType + `, admission: {max_running_requests: 1000000}}
 `)
 	reg := f.reg.Snapshot()
 	prompt := func(p int) []uint32 {

@@ -42,9 +42,9 @@ type CandidateNote struct {
 }
 
 // TTFTParts is one candidate's estimated time to first token under ttft_aware: Estimate =
-// Queue + OwnPrefill.
+// Queue + SlotWait + OwnPrefill.
 type TTFTParts struct {
-	Estimate, Queue, OwnPrefill time.Duration
+	Estimate, Queue, SlotWait, OwnPrefill time.Duration
 	// QueueTokens are the pending prefill tokens ahead (dispatches since the report included),
 	// from QueueFrom: the report, waiting requests × typical_request_tokens (basic report), or
 	// in-flight × typical_request_tokens (load unknown: stale, missing or rank-incomplete).

@@ -71,7 +71,10 @@ type ttftCand struct {
 	queueTokens       int64
 	rate              float64 // engine prefill tokens/s used
 	queue, own        float64 // seconds
+	slotWait          float64 // seconds; 0 unless full and a residence time could be measured
+	residence         float64 // seconds per request on the engine (Little's law); 0 unknown
 	est               float64 // seconds
+	estMillis         int64   // est in whole milliseconds, what comparisons read
 	queueFrom         string
 	rateDefault       bool
 	full              bool   // the engine would queue this request (waiting, or no free batch slot)
@@ -195,17 +198,63 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	// The queue drains on every rank at once; this request prefills on one of them.
 	c.queue = float64(c.queueTokens) / c.rate
 	c.own = float64(c.uncached) * float64(ranks) / c.rate
-	c.est = c.queue + c.own
 	c.full = c.o.known && (c.o.load.waiting > 0 || (c.o.report.Native && c.o.load.running >= c.o.report.MaxRunningRequests))
+	if c.full {
+		c.slotWait, c.residence = p.slotWait(snap.Now(), c)
+	}
+	c.est = c.queue + c.slotWait + c.own
+	if ms := c.est * 1e3; ms < math.MaxInt64 {
+		c.estMillis = int64(ms)
+	} else {
+		c.estMillis = math.MaxInt64
+	}
 }
 
-// lessTTFT orders candidates by estimate, then uncached tokens, then engine id.
+// residenceWindow is the longest span dispatches are counted over to measure an engine's
+// arrival rate; the in-flight tracker remembers the last 64 per engine, so the span is halved
+// until fewer than 64 fall in it.
+const residenceWindow = 64 * time.Second
+
+// slotWait estimates how long a request that would queue on c's engine waits for a batch slot:
+// it needs the slots of the requests waiting ahead of it and its own, (waiting + 1), to free
+// up, and slots free at the rate slots / W, where W is the mean time a request spends on the
+// engine by Little's law, W = in-flight / arrival rate (this router's leases and dispatches).
+// W includes queueing, so the wait is an upper estimate. It returns 0, 0 when W cannot be
+// measured (nothing in flight or no recent dispatch); the hot-spot guard still applies then.
+func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float64) {
+	if c.o.inflight <= 0 {
+		return 0, 0
+	}
+	span := residenceWindow
+	n := p.deps.InFlight.DispatchesSince(c.w.Slot, now.Add(-span))
+	for n >= 64 && span > time.Millisecond {
+		span /= 2
+		n = p.deps.InFlight.DispatchesSince(c.w.Slot, now.Add(-span))
+	}
+	if n <= 0 {
+		return 0, 0
+	}
+	residence = float64(c.o.inflight) * span.Seconds() / float64(n)
+	slots := c.o.load.running
+	if c.o.report.Native {
+		slots = c.o.report.MaxRunningRequests
+	}
+	slots = max(slots, 1)
+	return float64(max(c.o.load.waiting, 0)+1) * residence / float64(slots), residence
+}
+
+// lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
+// what rates measured from microsecond counters and 500 ms reports resolve), then uncached
+// tokens, then router-local in-flight, then engine id.
 func lessTTFT(a, b *ttftCand) bool {
-	if a.est != b.est {
-		return a.est < b.est
+	if a.estMillis != b.estMillis {
+		return a.estMillis < b.estMillis
 	}
 	if a.uncached != b.uncached {
 		return a.uncached < b.uncached
+	}
+	if a.o.inflight != b.o.inflight {
+		return a.o.inflight < b.o.inflight
 	}
 	return a.w.ID < b.w.ID
 }
@@ -236,7 +285,7 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 		t.note(c.w, c.o, c.limit, note+"; "+c.describe())
 		n := &t.Candidates[len(t.Candidates)-1]
 		n.MatchedTokens, n.UncachedTokens = c.matched, c.uncached
-		n.TTFT = TTFTParts{Estimate: seconds(c.est), Queue: seconds(c.queue), OwnPrefill: seconds(c.own),
+		n.TTFT = TTFTParts{Estimate: seconds(c.est), Queue: seconds(c.queue), SlotWait: seconds(c.slotWait), OwnPrefill: seconds(c.own),
 			QueueTokens: c.queueTokens, Rate: c.rate, RateDefault: c.rateDefault, QueueFrom: c.queueFrom, BatchFull: c.full}
 	}
 	var b strings.Builder
@@ -266,11 +315,16 @@ func (c *ttftCand) describe() string {
 	if c.rateDefault {
 		rate = "default_prefill_tokens_per_s"
 	}
-	s := fmt.Sprintf("ttft %v = queue %v (%d tokens ahead: %s) + own prefill %v (%d uncached, %d matched) at %.0f tokens/s (%s)",
-		seconds(c.est).Round(time.Microsecond), seconds(c.queue).Round(time.Microsecond), c.queueTokens, c.queueFrom,
-		seconds(c.own).Round(time.Microsecond), c.uncached, c.matched, c.rate, rate)
+	r := func(x float64) time.Duration { return seconds(x).Round(time.Microsecond) }
+	s := fmt.Sprintf("ttft %v = queue %v (%d tokens ahead: %s) + slot wait %v + own prefill %v (%d uncached, %d matched) at %.0f tokens/s (%s)",
+		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
 	if c.full {
-		s += "; would queue (waiting requests or full batch)"
+		if c.residence > 0 {
+			s += fmt.Sprintf("; would queue (waiting requests or full batch): slot wait from %v per request on the engine (Little's law)",
+				seconds(c.residence).Round(time.Millisecond))
+		} else {
+			s += "; would queue (waiting requests or full batch): slot wait unknown (nothing in flight here)"
+		}
 	}
 	return s
 }

@@ -143,6 +143,29 @@ func TestTTFTAwareCountsDispatchesSinceReport(t *testing.T) {
 	}
 }
 
+func TestTTFTAwareSlotWait(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	es := f.engines(registry.RolePlain, "a", "b")
+	f.inflight(es[0], 4) // dispatched before the reports: 4 in flight, none since the report
+	time.Sleep(time.Millisecond)
+	base := time.Now().Add(-time.Second) // the second report is captured after the dispatches
+	// a: 1 waiting, so the request would queue; 4 dispatches in the last 64 s and 4 in flight:
+	// W = 4 × 64 s / 4 = 64 s on the engine, slots free every 64 s / 64 = 1 s, and the request
+	// needs 2 of them: slot wait 2 s. Holding 9,000 of 10,000 tokens it saves 450 ms of prefill
+	// over b (cold, idle) but loses: 0.5 + 2 + 0.05 s against 0.5 s.
+	f.reportRate("a", nativeLoad(0, 1, 64), base, 20000)
+	f.reportRate("b", nativeLoad(0, 0, 0), base, 20000)
+	p := newTTFT(t, f, config.PolicySpec{HotSpotMarginMillis: ptrTo[int64](0)}, &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 9000}})
+	tr := &Trace{}
+	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 10000, TokenIDs: tokens(10000), Trace: tr})
+	a := candidate(t, tr, "a")
+	if pk.Engine.ID != "b" || (a.TTFT.SlotWait-2*time.Second).Abs() > time.Millisecond || a.TTFT.OwnPrefill != 50*time.Millisecond ||
+		!strings.Contains(a.Note, "Little's law") {
+		t.Errorf("Pick() = %s; a = %+v %s", pk.Engine.ID, a.TTFT, a.Note)
+	}
+}
+
 func TestTTFTAwareStaleLoadFallsBackToInFlight(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
