@@ -32,8 +32,9 @@ const (
 // ttftAware (configuration name ttft_aware) estimates, for every candidate, the request's time
 // to first token there and picks the least (docs/decisions.md, "ttft_aware"):
 //
-//	estimate = queue ahead + own prefill
+//	estimate = queue ahead + slot wait + own prefill
 //	queue ahead = pending prefill tokens ahead / engine prefill rate
+//	slot wait = (waiting + 1) × W / slots, on an engine that would queue the request
 //	own prefill = (input − matched prefix on the engine) / (engine prefill rate / DP ranks)
 //
 // The pending tokens are the report's waiting uncached tokens with the dispatches since the
@@ -41,12 +42,12 @@ const (
 // uncached tokens on that engine. Without them (basic report) they are waiting requests ×
 // typical_request_tokens; without a fresh report, router-local in-flight ×
 // typical_request_tokens. An engine without a measured rate is assumed to prefill
-// default_prefill_tokens_per_s per rank. The estimate leaves out the wait for a batch slot,
-// which depends on other requests' remaining decode that no report carries; the hot-spot guard
-// covers it: when the best estimate's engine would queue the request (waiting requests, or a
-// full batch), the best engine that admits at once wins if its estimate is within
-// hot_spot_margin_ms. Ties: fewer uncached tokens, then engine id. Admission runs in that order
-// until an engine passes. Plain and prefill groups only.
+// default_prefill_tokens_per_s per rank. W is the mean time a request stays on the engine by
+// Little's law (in-flight / recent dispatch rate; see slotWait). The hot-spot guard: when the
+// best estimate's engine would queue the request (waiting requests, or a full batch), the best
+// engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
+// compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
+// Admission runs in that order until an engine passes. Plain and prefill groups only.
 type ttftAware struct {
 	deps   Deps
 	limits admission.Limits
