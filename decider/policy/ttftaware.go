@@ -106,12 +106,14 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 	}
 
 	var buf [64]ttftCand
-	cs := buf[:0]
-	if len(engines) > len(buf) {
-		cs = make([]ttftCand, 0, len(engines))
+	var cs []ttftCand
+	if len(engines) <= len(buf) {
+		cs = buf[:len(engines)] // zero already: filled in place, never copied
+	} else {
+		cs = make([]ttftCand, len(engines))
 	}
-	for _, w := range engines {
-		cs = append(cs, ttftCand{w: w})
+	for i, w := range engines {
+		cs[i].w = w
 	}
 	if res.Status == prefixHit {
 		for _, m := range res.Matches {
@@ -177,7 +179,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) {
 	c.uncached = max(input-c.matched, 0)
 	// Each dispatch since the report is assumed to cost what this request would there.
-	c.o = p.deps.observe(snap, c.w, c.uncached)
+	p.deps.observeInto(&c.o, snap, c.w, c.uncached)
 	ranks := int64(1)
 	if c.o.known {
 		ranks = max(int64(c.o.report.Ranks), 1)
