@@ -284,3 +284,25 @@ func TestTTFTAwareExplainAndErrors(t *testing.T) {
 		t.Error("Pick() swallowed a rejected prefix query")
 	}
 }
+
+func TestTTFTAwareDataParallelRanks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	es := f.engines(registry.RolePlain, "dp")
+	base := time.Now().Add(-2 * time.Second)
+	// Two ranks at 10,000 tokens/s each, 1,000 pending tokens each: the engine drains 2,000
+	// tokens at 20,000 tokens/s (100 ms), and the request prefills on one rank (4,000 tokens,
+	// 400 ms).
+	for rank := range int32(2) {
+		r := nativeLoad(1000, 0, 0)
+		r.Rank, r.Ranks = rank, 2
+		f.reportRate("dp", r, base, 10000)
+	}
+	p := newTTFT(t, f, config.PolicySpec{}, nil)
+	tr := &Trace{}
+	mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, Trace: tr})
+	c := candidate(t, tr, "dp")
+	if c.TTFT.Rate != 20000 || c.TTFT.Queue != 100*time.Millisecond || c.TTFT.OwnPrefill != 400*time.Millisecond {
+		t.Errorf("parts = %+v, want rate 20000, queue 100 ms, own prefill 400 ms", c.TTFT)
+	}
+}
