@@ -18,6 +18,16 @@ import (
 // an 8k-token prompt against an index of 1M blocks (2048 prompts x 512 blocks of 16 tokens,
 // each prompt held by one engine), including hashing the token ids. Reports p50/p99 per call.
 func BenchmarkDecideCacheAware(b *testing.B) {
+	benchDecidePrefix(b, "cache_aware", policy.ReasonCacheCandidate)
+}
+
+// BenchmarkDecideTTFTAware is BenchmarkDecideCacheAware with ttft_aware: the same lookup, then
+// an estimate for every one of the 64 engines. The holder (idle, 8k tokens cached) wins.
+func BenchmarkDecideTTFTAware(b *testing.B) {
+	benchDecidePrefix(b, "ttft_aware", policy.ReasonLeastTTFT)
+}
+
+func benchDecidePrefix(b *testing.B, policyType, wantReason string) {
 	const engines, prompts, blocks, bs = 64, 2048, 512, 16
 	var ws []registry.Engine
 	for i := range engines {
@@ -30,7 +40,7 @@ func BenchmarkDecideCacheAware(b *testing.B) {
 	f := newFixtureWith(b, ws, policy.LocalIndex{Index: ix})
 	f.apply(`
 default_policy:
-  plain: {type: cache_aware, admission: {max_running_requests: 1000000}}
+  plain: {type: ` + policyType + `, admission: {max_running_requests: 1000000}}
 `)
 	reg := f.reg.Snapshot()
 	prompt := func(p int) []uint32 {
@@ -76,8 +86,8 @@ default_policy:
 		if len(lat) < cap(lat) {
 			lat = append(lat, time.Since(start))
 		}
-		if err != nil || dec.Plain.Reason != policy.ReasonCacheCandidate {
-			b.Fatalf("Decide = %+v, %v; want a cache_candidate pick", dec.Plain, err)
+		if err != nil || dec.Plain.Reason != wantReason {
+			b.Fatalf("Decide = %+v, %v; want a %s pick", dec.Plain, err, wantReason)
 		}
 	}
 	b.StopTimer()

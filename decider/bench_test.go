@@ -38,7 +38,7 @@ default_policy:
 // BenchmarkDecide measures the in-process pick path (dry run: no lease) for each policy over
 // 64 engines.
 func BenchmarkDecide(b *testing.B) {
-	for _, p := range []string{"round_robin", "random", "power_of_two", "load_based"} {
+	for _, p := range []string{"round_robin", "random", "power_of_two", "load_based", "ttft_aware"} {
 		b.Run(p, func(b *testing.B) {
 			f := benchFixture(b, p)
 			req := policy.Request{Model: "m", InputTokens: 1000, ExpectedPeakTokens: 1200, HasPeak: true, DryRun: true}

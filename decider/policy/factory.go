@@ -24,6 +24,9 @@ func New(spec config.PolicySpec, deps Deps) (Policy, error) {
 			return nil, fmt.Errorf("policy cache_aware needs a KV prefix index; start the decider with KV-event ingestion: %w", ErrInvalidConfiguration)
 		}
 		return newCacheAware(deps, limits, r.CacheAware, deps.Prefix), nil
+	case config.PolicyTTFTAware:
+		// Without KV ingestion every engine is cold; the policy still runs (and says so).
+		return newTTFTAware(deps, limits, r.TTFTAware, deps.Prefix), nil
 	case config.PolicySessionAware:
 		if deps.Affinity == nil {
 			return nil, fmt.Errorf("policy session_aware needs an affinity store: %w", ErrInvalidConfiguration)

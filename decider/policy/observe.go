@@ -69,13 +69,19 @@ type observation struct {
 // dispatch since the report is assumed to add to the engine's pending prefill and KV: the
 // uncached tokens the request being placed would have on that engine (see pressure.set).
 func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine, tokens int64) (o observation) {
+	d.observeInto(&o, snap, w, tokens)
+	return o
+}
+
+// observeInto is observe writing into *o, which must be zero: a policy that observes every
+// candidate into its own array avoids copying each observation out and back.
+func (d *Deps) observeInto(o *observation, snap loadtable.Snapshot, w *registry.Engine, tokens int64) {
 	o.inflight = d.InFlight.InFlight(w.Slot)
 	if v := snap.ViewRef(w.Slot); v != nil {
 		o.report, o.known = v, true
 		o.since = min(d.InFlight.DispatchesSince(w.Slot, v.CapturedAt), o.inflight)
 		o.load.set(v, o.since, tokens)
 	}
-	return o
 }
 
 func (o observation) metrics() admission.Metrics {

@@ -37,6 +37,25 @@ type CandidateNote struct {
 	UncachedTokens int64
 	// Note says what the policy did with the engine ("sampled", "selected", "tie", ...).
 	Note string
+	// TTFT is the estimate and its parts (ttft_aware only; zero otherwise).
+	TTFT TTFTParts
+}
+
+// TTFTParts is one candidate's estimated time to first token under ttft_aware: Estimate =
+// Queue + SlotWait + OwnPrefill.
+type TTFTParts struct {
+	Estimate, Queue, SlotWait, OwnPrefill time.Duration
+	// QueueTokens are the pending prefill tokens ahead (dispatches since the report included),
+	// from QueueFrom: the report, waiting requests × typical_request_tokens (basic report), or
+	// in-flight × typical_request_tokens (load unknown: stale, missing or rank-incomplete).
+	QueueTokens int64
+	QueueFrom   string
+	// Rate is the engine's prefill throughput used, tokens/s; RateDefault when none was
+	// reported and default_prefill_tokens_per_s × ranks was assumed.
+	Rate        float64
+	RateDefault bool
+	// BatchFull: the engine would queue the request (waiting requests or no free batch slot).
+	BatchFull bool
 }
 
 // note appends a candidate observation; a nil trace records nothing.

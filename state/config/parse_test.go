@@ -150,8 +150,8 @@ buckets:
 			{"bucket", `unknown key; did you mean "buckets"? (line 2)`},
 			{"buckets[0].rnak", `unknown key; did you mean "rank"? (line 5)`},
 			{"buckets[0].groups.plain.policy.typ", `unknown key; did you mean "type"? (line 6)`},
-			{"buckets[0].groups.plain.policy.colour", "unknown key; valid keys here are type, admission, min_match_tokens, min_match_ratio, candidate_min, candidate_ratio, candidate_max, switch_margin_tokens, pressure_guard, guard_absolute_tokens, guard_absolute_ms, guard_factor, queue_limit, saturation_floor, miss_choices, idle_timeout, fallback (line 6)"},
-			{"buckets[0].groups.plain.policy.type", "required; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky (line 6)"},
+			{"buckets[0].groups.plain.policy.colour", "unknown key; valid keys here are type, admission, min_match_tokens, min_match_ratio, candidate_min, candidate_ratio, candidate_max, switch_margin_tokens, pressure_guard, guard_absolute_tokens, guard_absolute_ms, guard_factor, queue_limit, saturation_floor, miss_choices, default_prefill_tokens_per_s, typical_request_tokens, hot_spot_margin_ms, idle_timeout, fallback (line 6)"},
+			{"buckets[0].groups.plain.policy.type", "required; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky, ttft_aware (line 6)"},
 		}},
 		{name: "type mismatches", in: `
 buckets:
@@ -388,7 +388,7 @@ func TestParseJSON(t *testing.T) {
 		{name: "auto detects json", f: FormatAuto, in: "\n  {\"buckets\": [{\"id\": \"a\", \"groups\": {\"plain\": {}}}]}"},
 		{name: "lines", f: FormatJSON, in: "{\n  \"buckets\": [\n    {\n      \"id\": \"a\",\n      \"fuse\": 1,\n      \"groups\": {\"plain\": {\"policy\": {\"type\": \"x\"}}}\n    }\n  ]\n}\n", want: []Problem{
 			{"buckets[0].fuse", "removed; use cache_aware (prefix reuse) or power_of_two (load) (line 5)"},
-			{"buckets[0].groups.plain.policy.type", `unknown policy type "x"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky (line 6)`},
+			{"buckets[0].groups.plain.policy.type", `unknown policy type "x"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky, ttft_aware (line 6)`},
 		}},
 		{name: "syntax", f: FormatJSON, in: "{\n\"buckets\": [,]}", want: []Problem{
 			{"", "invalid JSON: invalid character ',' looking for beginning of value (line 2)"},

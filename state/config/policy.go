@@ -12,12 +12,13 @@ const (
 	PolicyCacheAware   = "cache_aware"
 	PolicySessionAware = "session_aware"
 	PolicySticky       = "sticky"
+	PolicyTTFTAware    = "ttft_aware"
 )
 
 // PolicyTypes returns every accepted policy type, in documentation order.
 func PolicyTypes() []string {
 	return []string{PolicyRoundRobin, PolicyRandom, PolicyPowerOfTwo, PolicyLoadBased,
-		PolicyCacheAware, PolicySessionAware, PolicySticky}
+		PolicyCacheAware, PolicySessionAware, PolicySticky, PolicyTTFTAware}
 }
 
 // StickyFallbacks returns the policy types a sticky policy may fall back to;
@@ -26,8 +27,8 @@ func StickyFallbacks() []string {
 	return []string{PolicyRoundRobin, PolicyRandom, PolicyPowerOfTwo, PolicyLoadBased}
 }
 
-// Defaults applied by [PolicySpec.Resolved] (docs/decisions.md, "cache_aware" and
-// "session_aware and sticky").
+// Defaults applied by [PolicySpec.Resolved] (docs/decisions.md, "cache_aware",
+// "ttft_aware" and "session_aware and sticky").
 const (
 	DefaultMinMatchTokens      int64   = 1024
 	DefaultCandidateMin        int64   = 8
@@ -38,6 +39,10 @@ const (
 	DefaultGuardAbsoluteTokens int64   = 8192
 	DefaultGuardFactor         float64 = 1.5
 	DefaultMissChoices         int64   = 2
+
+	DefaultPrefillTokensPerSec  int64 = 10000
+	DefaultTypicalRequestTokens int64 = 2048
+	DefaultHotSpotMarginMillis  int64 = 250
 
 	DefaultIdleTimeout    = 600 * time.Second
 	DefaultStickyFallback = PolicyRoundRobin
@@ -92,6 +97,20 @@ type PolicySpec struct {
 	// default 2; >= 1).
 	MissChoices *int64 `json:"miss_choices,omitempty" yaml:"miss_choices,omitempty"`
 
+	// DefaultPrefillTokensPerSec is the prefill throughput of one
+	// data-parallel rank assumed while an engine reports none (ttft_aware;
+	// default 10000; >= 1).
+	DefaultPrefillTokensPerSec *int64 `json:"default_prefill_tokens_per_s,omitempty" yaml:"default_prefill_tokens_per_s,omitempty"`
+	// TypicalRequestTokens is the prefill cost, in uncached tokens, assumed
+	// per request when an engine's pending prefill tokens are unknown
+	// (ttft_aware; default 2048; >= 1).
+	TypicalRequestTokens *int64 `json:"typical_request_tokens,omitempty" yaml:"typical_request_tokens,omitempty"`
+	// HotSpotMarginMillis is how much longer an estimated time to first
+	// token on an engine that admits at once may be and still be preferred
+	// to a best estimate on an engine whose batch is full (ttft_aware;
+	// default 250; >= 0, 0 turns the guard off).
+	HotSpotMarginMillis *int64 `json:"hot_spot_margin_ms,omitempty" yaml:"hot_spot_margin_ms,omitempty"`
+
 	// IdleTimeout expires idle bindings (session_aware and sticky; default
 	// 600s; > 0).
 	IdleTimeout *Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout,omitempty"`
@@ -134,6 +153,8 @@ type ResolvedPolicy struct {
 	Admission AdmissionLimits
 	// CacheAware holds cache_aware tuning; zero unless Type is cache_aware.
 	CacheAware CacheAwareSettings
+	// TTFTAware holds ttft_aware tuning; zero unless Type is ttft_aware.
+	TTFTAware TTFTAwareSettings
 	// IdleTimeout is the binding idle expiry for session_aware and sticky;
 	// zero otherwise.
 	IdleTimeout time.Duration
@@ -170,6 +191,14 @@ type CacheAwareSettings struct {
 	MissChoices         int64   // k of the power-of-k miss fallback
 }
 
+// TTFTAwareSettings holds resolved ttft_aware tuning. Each field has the
+// meaning of the PolicySpec field of the same name.
+type TTFTAwareSettings struct {
+	DefaultPrefillTokensPerSec int64 // per-rank prefill rate assumed when none is reported
+	TypicalRequestTokens       int64 // uncached tokens assumed per request of unknown size
+	HotSpotMarginMillis        int64 // hot-spot guard margin; 0 turns the guard off
+}
+
 // Resolved returns p with every default applied. It assumes p is valid (see
 // [Document.Validate]); out-of-range values are passed through unchanged.
 func (p PolicySpec) Resolved() ResolvedPolicy {
@@ -199,6 +228,12 @@ func (p PolicySpec) Resolved() ResolvedPolicy {
 			QueueLimit:          deref(p.QueueLimit, 0),
 			SaturationFloor:     deref(p.SaturationFloor, 0),
 			MissChoices:         deref(p.MissChoices, DefaultMissChoices),
+		}
+	case PolicyTTFTAware:
+		r.TTFTAware = TTFTAwareSettings{
+			DefaultPrefillTokensPerSec: deref(p.DefaultPrefillTokensPerSec, DefaultPrefillTokensPerSec),
+			TypicalRequestTokens:       deref(p.TypicalRequestTokens, DefaultTypicalRequestTokens),
+			HotSpotMarginMillis:        deref(p.HotSpotMarginMillis, DefaultHotSpotMarginMillis),
 		}
 	case PolicySessionAware:
 		r.IdleTimeout = deref(p.IdleTimeout, Duration{DefaultIdleTimeout}).Duration
@@ -233,6 +268,9 @@ func (p PolicySpec) Clone() PolicySpec {
 	p.QueueLimit = clonePtr(p.QueueLimit)
 	p.SaturationFloor = clonePtr(p.SaturationFloor)
 	p.MissChoices = clonePtr(p.MissChoices)
+	p.DefaultPrefillTokensPerSec = clonePtr(p.DefaultPrefillTokensPerSec)
+	p.TypicalRequestTokens = clonePtr(p.TypicalRequestTokens)
+	p.HotSpotMarginMillis = clonePtr(p.HotSpotMarginMillis)
 	p.IdleTimeout = clonePtr(p.IdleTimeout)
 	p.Fallback = clonePtr(p.Fallback)
 	return p

@@ -45,6 +45,7 @@ func guardTuning(s policySetting) policySetting {
 
 var (
 	cacheOnly  = []string{PolicyCacheAware}
+	ttftOnly   = []string{PolicyTTFTAware}
 	bindingTTL = []string{PolicySessionAware, PolicySticky}
 )
 
@@ -114,6 +115,12 @@ var policySettings = []policySetting{
 		}),
 	setting("miss_choices", cacheOnly, func(p *PolicySpec) **int64 { return &p.MissChoices }, (*decoder).int,
 		func(_ *PolicySpec, v int64) string { return atLeast(v, 1, "") }),
+	setting("default_prefill_tokens_per_s", ttftOnly, func(p *PolicySpec) **int64 { return &p.DefaultPrefillTokensPerSec }, (*decoder).int,
+		func(_ *PolicySpec, v int64) string { return atLeast(v, 1, "") }),
+	setting("typical_request_tokens", ttftOnly, func(p *PolicySpec) **int64 { return &p.TypicalRequestTokens }, (*decoder).int,
+		func(_ *PolicySpec, v int64) string { return atLeast(v, 1, "") }),
+	setting("hot_spot_margin_ms", ttftOnly, func(p *PolicySpec) **int64 { return &p.HotSpotMarginMillis }, (*decoder).int,
+		func(_ *PolicySpec, v int64) string { return atLeast(v, 0, "0 turns the hot-spot guard off") }),
 	setting("idle_timeout", bindingTTL, func(p *PolicySpec) **Duration { return &p.IdleTimeout }, (*decoder).duration,
 		func(_ *PolicySpec, t Duration) string {
 			if t.Duration <= 0 {

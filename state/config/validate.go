@@ -365,6 +365,8 @@ func (v *validator) policy(pol *PolicySpec, p, stage string) {
 		v.addf(tp, "unknown policy type %q; use one of %s", pol.Type, strings.Join(PolicyTypes(), ", "))
 	case pol.Type == PolicyCacheAware && stage == StageDecode:
 		v.addf(tp, "cache_aware needs prefill work; use power_of_two or load_based for decode")
+	case pol.Type == PolicyTTFTAware && stage == StageDecode:
+		v.addf(tp, "ttft_aware estimates prefill; use power_of_two or load_based for decode")
 	}
 	for _, s := range policySettings {
 		if !s.isSet(pol) {

@@ -183,8 +183,8 @@ func TestValidate(t *testing.T) {
 			d.Buckets[0].Groups.PD.Decode.Policy = &PolicySpec{Type: "least_load"}
 			d.Buckets[1].Groups.Plain.Policy = &PolicySpec{Type: "fused_score"}
 		}, want: []Problem{
-			{"buckets[0].groups.pd.prefill.policy.type", "required; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky"},
-			{"buckets[0].groups.pd.decode.policy.type", `unknown policy type "least_load"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky`},
+			{"buckets[0].groups.pd.prefill.policy.type", "required; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky, ttft_aware"},
+			{"buckets[0].groups.pd.decode.policy.type", `unknown policy type "least_load"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky, ttft_aware`},
 			{"buckets[1].groups.plain.policy.type", `type "fused_score" removed; use cache_aware (prefix reuse) or power_of_two (load)`},
 		}},
 		{name: "dropped policy types", mutate: func(d *Document) {
@@ -219,6 +219,19 @@ func TestValidate(t *testing.T) {
 			{"buckets[1].groups.plain.policy.guard_absolute_ms", "pressure-guard tuning applies to cache_aware only (type is session_aware); remove it"},
 			{"buckets[1].groups.plain.policy.guard_factor", "pressure-guard tuning applies to cache_aware only (type is session_aware); remove it"},
 			{"buckets[1].groups.plain.policy.fallback", "only valid for type sticky (type is session_aware)"},
+		}},
+		{name: "ttft_aware settings", mutate: func(d *Document) {
+			d.Buckets[0].Groups.PD.Prefill.Policy = &PolicySpec{Type: PolicyTTFTAware, DefaultPrefillTokensPerSec: ptr[int64](0),
+				TypicalRequestTokens: ptr[int64](0), HotSpotMarginMillis: ptr[int64](-1), MissChoices: ptr[int64](2)}
+			d.Buckets[0].Groups.PD.Decode.Policy = &PolicySpec{Type: PolicyTTFTAware}
+			d.Buckets[1].Groups.Plain.Policy = &PolicySpec{Type: PolicyCacheAware, HotSpotMarginMillis: ptr[int64](10)}
+		}, want: []Problem{
+			{"buckets[0].groups.pd.prefill.policy.miss_choices", "only valid for type cache_aware (type is ttft_aware)"},
+			{"buckets[0].groups.pd.prefill.policy.default_prefill_tokens_per_s", "must be >= 1"},
+			{"buckets[0].groups.pd.prefill.policy.typical_request_tokens", "must be >= 1"},
+			{"buckets[0].groups.pd.prefill.policy.hot_spot_margin_ms", "must be >= 0; 0 turns the hot-spot guard off"},
+			{"buckets[0].groups.pd.decode.policy.type", "ttft_aware estimates prefill; use power_of_two or load_based for decode"},
+			{"buckets[1].groups.plain.policy.hot_spot_margin_ms", "only valid for type ttft_aware (type is cache_aware)"},
 		}},
 		{name: "cache_aware ranges low", mutate: func(d *Document) {
 			d.Buckets[0].Groups.PD.Prefill.Policy = &PolicySpec{
@@ -300,7 +313,7 @@ func TestValidate(t *testing.T) {
 			}
 		}, want: []Problem{
 			{`models[""]`, "model id must not be empty; name the model these settings apply to"},
-			{`models["model-a"].default_policy.plain.type`, `unknown policy type "nope"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky`},
+			{`models["model-a"].default_policy.plain.type`, `unknown policy type "nope"; use one of round_robin, random, power_of_two, load_based, cache_aware, session_aware, sticky, ttft_aware`},
 			{`models["org/model-b"].default_policy.prefill.miss_choices`, "only valid for type cache_aware (type is sticky)"},
 		}},
 	}

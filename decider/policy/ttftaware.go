@@ -1,0 +1,333 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/decider/admission"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/registry"
+)
+
+// Pick reasons of ttft_aware.
+const (
+	// ReasonLeastTTFT: the candidate with the least estimated time to first token.
+	ReasonLeastTTFT = "least_ttft"
+	// ReasonHotSpotGuard: the best estimate's batch was full, and an engine that admits at once
+	// was within the margin of it.
+	ReasonHotSpotGuard = "hot_spot_guard"
+)
+
+// Where a candidate's queue-ahead figure came from (TTFTParts.QueueFrom).
+const (
+	QueueFromReport   = "reported pending prefill"
+	QueueFromWaiting  = "waiting requests × typical_request_tokens"
+	QueueFromInFlight = "in-flight × typical_request_tokens (load unknown)"
+)
+
+// ttftAware (configuration name ttft_aware) estimates, for every candidate, the request's time
+// to first token there and picks the least (docs/decisions.md, "ttft_aware"):
+//
+//	estimate = queue ahead + slot wait + own prefill
+//	queue ahead = pending prefill tokens ahead / engine prefill rate
+//	slot wait = (waiting + 1) × W / slots, on an engine that would queue the request
+//	own prefill = (input − matched prefix on the engine) / (engine prefill rate / DP ranks)
+//
+// The pending tokens are the report's waiting uncached tokens with the dispatches since the
+// report folded in (observation.load, pressure.set), each dispatch costing this request's
+// uncached tokens on that engine. Without them (basic report) they are waiting requests ×
+// typical_request_tokens; without a fresh report, router-local in-flight ×
+// typical_request_tokens. An engine without a measured rate is assumed to prefill
+// default_prefill_tokens_per_s per rank. W is the mean time a request stays on the engine by
+// Little's law (in-flight / recent dispatch rate; see slotWait). The hot-spot guard: when the
+// best estimate's engine would queue the request (waiting requests, or a full batch), the best
+// engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
+// compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
+// Admission runs in that order until an engine passes. Plain and prefill groups only.
+type ttftAware struct {
+	deps   Deps
+	limits admission.Limits
+	s      config.TTFTAwareSettings
+	source PrefixSource // nil without KV ingestion: every engine is cold
+}
+
+var _ Policy = (*ttftAware)(nil)
+
+func newTTFTAware(deps Deps, limits admission.Limits, s config.TTFTAwareSettings, source PrefixSource) *ttftAware {
+	return &ttftAware{deps: deps, limits: limits, s: s, source: source}
+}
+
+// Name implements Policy.
+func (p *ttftAware) Name() string { return config.PolicyTTFTAware }
+
+// ttftCand is one candidate's estimate.
+type ttftCand struct {
+	w                 *registry.Engine
+	o                 observation
+	matched, uncached int64
+	queueTokens       int64
+	rate              float64 // engine prefill tokens/s used
+	queue, own        float64 // seconds
+	slotWait          float64 // seconds; 0 unless full and a residence time could be measured
+	residence         float64 // seconds per request on the engine (Little's law); 0 unknown
+	est               float64 // seconds
+	estMillis         int64   // est in whole milliseconds, what comparisons read
+	queueFrom         string
+	rateDefault       bool
+	full              bool   // the engine would queue this request (waiting, or no free batch slot)
+	limit             string // the admission cap that refused it; "" if not refused (or not checked)
+}
+
+func (c *ttftCand) refused() bool { return c.limit != "" }
+
+// Pick implements Policy.
+func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Request) (Pick, error) {
+	if len(engines) == 0 {
+		return Pick{}, ErrNoCandidates
+	}
+	if req.Stage == registry.RoleDecode {
+		return Pick{}, fmt.Errorf("ttft_aware on a decode group: %w", ErrInvalidConfiguration)
+	}
+	res := prefixResult{Status: prefixNoTokens}
+	if p.source != nil {
+		var err error
+		if res, err = req.Prefix.lookup(ctx, p.source, req.namespace(), req.TokenIDs); err != nil {
+			return Pick{}, fmt.Errorf("prefix lookup: %w", err)
+		}
+	}
+	snap := p.deps.Load.Snapshot()
+	if req.Trace != nil {
+		req.Trace.Now = snap.Now()
+		req.Trace.Prefix = res.Status
+	}
+
+	var buf [64]ttftCand
+	var cs []ttftCand
+	if len(engines) <= len(buf) {
+		cs = buf[:len(engines)] // zero already: filled in place, never copied
+	} else {
+		cs = make([]ttftCand, len(engines))
+	}
+	for i, w := range engines {
+		cs[i].w = w
+	}
+	if res.Status == prefixHit {
+		for _, m := range res.Matches {
+			if m.Tokens <= 0 {
+				continue
+			}
+			for i := range cs {
+				if cs[i].w.Slot == m.Engine {
+					cs[i].matched = max(cs[i].matched, min(m.Tokens, req.InputTokens))
+					break
+				}
+			}
+		}
+	}
+	for i := range cs {
+		p.estimate(snap, &cs[i], req.InputTokens)
+	}
+
+	var rejections []Rejection
+	margin := float64(p.s.HotSpotMarginMillis) / 1e3
+	for {
+		best := -1
+		for i := range cs {
+			if !cs[i].refused() && (best < 0 || lessTTFT(&cs[i], &cs[best])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			p.trace(&req, cs, -1, res.Status, "")
+			return Pick{}, &RejectedError{Rejections: rejections, Exhausted: len(rejections) > 1}
+		}
+		chosen, reason := best, ReasonLeastTTFT
+		if margin > 0 && cs[best].full {
+			alt := -1
+			for i := range cs {
+				c := &cs[i]
+				if !c.refused() && !c.full && c.est <= cs[best].est+margin && (alt < 0 || lessTTFT(c, &cs[alt])) {
+					alt = i
+				}
+			}
+			if alt >= 0 {
+				chosen, reason = alt, ReasonHotSpotGuard
+			}
+		}
+		c := &cs[chosen]
+		if limit := p.limits.Check(c.o.metrics()); limit != "" {
+			c.limit = limit
+			rejections = append(rejections, Rejection{EngineID: c.w.ID, Limit: limit})
+			continue
+		}
+		if req.Trace != nil {
+			guard := ""
+			if reason == ReasonHotSpotGuard {
+				guard = cs[best].w.ID
+			}
+			p.trace(&req, cs, chosen, res.Status, guard)
+		}
+		return Pick{Engine: c.w, Reason: reason}, nil
+	}
+}
+
+// estimate fills c's estimate from snap; c.w and c.matched are set.
+func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) {
+	c.uncached = max(input-c.matched, 0)
+	// Each dispatch since the report is assumed to cost what this request would there.
+	p.deps.observeInto(&c.o, snap, c.w, c.uncached)
+	ranks := int64(1)
+	if c.o.known {
+		ranks = max(int64(c.o.report.Ranks), 1)
+	}
+	switch {
+	case c.o.known && c.o.report.PrefillRate > 0:
+		c.rate = c.o.report.PrefillRate
+	default:
+		c.rate, c.rateDefault = float64(p.s.DefaultPrefillTokensPerSec)*float64(ranks), true
+	}
+	switch {
+	case c.o.native():
+		c.queueTokens, c.queueFrom = c.o.load.waitingUncached, QueueFromReport
+	case c.o.known:
+		c.queueTokens, c.queueFrom = satMul(max(c.o.load.waiting, 0), p.s.TypicalRequestTokens), QueueFromWaiting
+	default:
+		c.queueTokens, c.queueFrom = satMul(max(c.o.inflight, 0), p.s.TypicalRequestTokens), QueueFromInFlight
+	}
+	// The queue drains on every rank at once; this request prefills on one of them.
+	c.queue = float64(c.queueTokens) / c.rate
+	c.own = float64(c.uncached) * float64(ranks) / c.rate
+	c.full = c.o.known && (c.o.load.waiting > 0 || (c.o.report.Native && c.o.load.running >= c.o.report.MaxRunningRequests))
+	if c.full {
+		c.slotWait, c.residence = p.slotWait(snap.Now(), c)
+	}
+	c.est = c.queue + c.slotWait + c.own
+	if ms := c.est * 1e3; ms < math.MaxInt64 {
+		c.estMillis = int64(ms)
+	} else {
+		c.estMillis = math.MaxInt64
+	}
+}
+
+// residenceWindow is the longest span dispatches are counted over to measure an engine's
+// arrival rate; the in-flight tracker remembers the last 64 per engine, so the span is halved
+// until fewer than 64 fall in it.
+const residenceWindow = 64 * time.Second
+
+// slotWait estimates how long a request that would queue on c's engine waits for a batch slot:
+// it needs the slots of the requests waiting ahead of it and its own, (waiting + 1), to free
+// up, and slots free at the rate slots / W, where W is the mean time a request spends on the
+// engine by Little's law, W = in-flight / arrival rate (this router's leases and dispatches).
+// W includes queueing, so the wait is an upper estimate. It returns 0, 0 when W cannot be
+// measured (nothing in flight or no recent dispatch); the hot-spot guard still applies then.
+func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float64) {
+	if c.o.inflight <= 0 {
+		return 0, 0
+	}
+	span := residenceWindow
+	n := p.deps.InFlight.DispatchesSince(c.w.Slot, now.Add(-span))
+	for n >= 64 && span > time.Millisecond {
+		span /= 2
+		n = p.deps.InFlight.DispatchesSince(c.w.Slot, now.Add(-span))
+	}
+	if n <= 0 {
+		return 0, 0
+	}
+	residence = float64(c.o.inflight) * span.Seconds() / float64(n)
+	slots := c.o.load.running
+	if c.o.report.Native {
+		slots = c.o.report.MaxRunningRequests
+	}
+	slots = max(slots, 1)
+	return float64(max(c.o.load.waiting, 0)+1) * residence / float64(slots), residence
+}
+
+// lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
+// what rates measured from microsecond counters and 500 ms reports resolve), then uncached
+// tokens, then router-local in-flight, then engine id.
+func lessTTFT(a, b *ttftCand) bool {
+	if a.estMillis != b.estMillis {
+		return a.estMillis < b.estMillis
+	}
+	if a.uncached != b.uncached {
+		return a.uncached < b.uncached
+	}
+	if a.o.inflight != b.o.inflight {
+		return a.o.inflight < b.o.inflight
+	}
+	return a.w.ID < b.w.ID
+}
+
+// seconds converts s seconds to a Duration, saturating.
+func seconds(s float64) time.Duration {
+	if d := s * float64(time.Second); d < math.MaxInt64 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
+}
+
+// trace records every candidate with its estimate; chosen < 0 when every one was refused.
+func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status PrefixStatus, guardedFrom string) {
+	t := req.Trace
+	if t == nil {
+		return
+	}
+	for i := range cs {
+		c := &cs[i]
+		note := "estimated"
+		switch {
+		case i == chosen:
+			note = "selected"
+		case c.refused():
+			note = "refused"
+		}
+		t.note(c.w, c.o, c.limit, note+"; "+c.describe())
+		n := &t.Candidates[len(t.Candidates)-1]
+		n.MatchedTokens, n.UncachedTokens = c.matched, c.uncached
+		n.TTFT = TTFTParts{Estimate: seconds(c.est), Queue: seconds(c.queue), SlotWait: seconds(c.slotWait), OwnPrefill: seconds(c.own),
+			QueueTokens: c.queueTokens, Rate: c.rate, RateDefault: c.rateDefault, QueueFrom: c.queueFrom, BatchFull: c.full}
+	}
+	var b strings.Builder
+	switch {
+	case chosen < 0:
+		b.WriteString("every candidate refused by admission")
+	case guardedFrom != "":
+		fmt.Fprintf(&b, "hot-spot guard: %s had the least estimate but a full batch; %s admits at once within %d ms",
+			guardedFrom, cs[chosen].w.ID, p.s.HotSpotMarginMillis)
+	default:
+		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill)")
+	}
+	switch {
+	case p.source == nil:
+		b.WriteString("; no KV index: every engine treated as cold (matched 0)")
+	case status == prefixUnavailable:
+		b.WriteString("; prefix index unavailable: every engine treated as cold (matched 0)")
+	case status == prefixNoTokens:
+		b.WriteString("; no token ids: every engine treated as cold (matched 0)")
+	}
+	t.setDetail(b.String())
+}
+
+// describe is the candidate's estimate and its parts, for explain output.
+func (c *ttftCand) describe() string {
+	rate := "reported"
+	if c.rateDefault {
+		rate = "default_prefill_tokens_per_s"
+	}
+	r := func(x float64) time.Duration { return seconds(x).Round(time.Microsecond) }
+	s := fmt.Sprintf("ttft %v = queue %v (%d tokens ahead: %s) + slot wait %v + own prefill %v (%d uncached, %d matched) at %.0f tokens/s (%s)",
+		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
+	if c.full {
+		if c.residence > 0 {
+			s += fmt.Sprintf("; would queue (waiting requests or full batch): slot wait from %v per request on the engine (Little's law)",
+				seconds(c.residence).Round(time.Millisecond))
+		} else {
+			s += "; would queue (waiting requests or full batch): slot wait unknown (nothing in flight here)"
+		}
+	}
+	return s
+}
