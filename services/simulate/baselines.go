@@ -193,11 +193,11 @@ func defaultSGLangConfig() sglangConfig {
 	return sglangConfig{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5, EvictionInterval: 120 * time.Second, MaxTreeSize: 1 << 26}
 }
 
-// sglangCacheAware is the SGLang router's cache_aware policy as its documentation describes it
-// (SGLang "Router" docs, "Cache-Aware Load-Balancing Router"; sgl-router README; the same rule
-// and defaults in the SMG / vLLM router docs): the router keeps an approximate radix tree per
-// worker of the requests IT has sent there — never the engines' KV events — and for each
-// request:
+// sglangCacheAware is the SGLang router's cache_aware policy as its published description
+// states it (sgl-router's "Cache-Aware Load Balancing Router" description and SGLang router
+// docs; the same rule and defaults 0.3 / 64 / 1.5 in the SMG and vLLM router docs): the router
+// keeps an approximate radix tree per worker of the requests IT has sent there — never the
+// engines' KV events — and for each request:
 //
 //  1. if the load is imbalanced — (max load − min load) > balance_abs_threshold AND
 //     max load > balance_rel_threshold × min load, load being the router's own count of
@@ -214,7 +214,9 @@ func defaultSGLangConfig() sglangConfig {
 // block, keyed by the block's chained hash): a match is whole blocks, the rate is matched
 // tokens over prompt tokens. Ties (equal deepest match) go to the worker that touched the
 // deepest node most recently; equal loads or tree sizes to the lowest index. The description
-// leaves both open.
+// leaves both open. (Some later router versions send a low match to the least-loaded worker
+// instead of the smallest tree; this follows the description.) The eviction defaults are the
+// router's launch defaults (120 s, 2^26); at these sizes a one-hour replay never evicts.
 type sglangCacheAware struct {
 	cfg      sglangConfig
 	bs       int
