@@ -87,3 +87,21 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20s) each, minimising input
 .PHONY: tidy-tools
 tidy-tools: ## Tidy the pinned tool module (tools/go.mod)
 	cd tools && $(GO) mod tidy
+
+# `make routing-quality`: sluice's policies beside the peer baselines (services/simulate,
+# baselines.go) on the conversation trace, 8 engines, one run per speed. `make -j2` runs two
+# speeds at once; each run uses one core.
+ROUTING_TRACE ?= /work/shared/data/conversation_trace.jsonl
+ROUTING_WINDOW ?= 30m
+ROUTING_SPEEDS ?= 1 2 3
+ROUTING_OUT ?= routing-quality
+ROUTING_POLICIES ?= cache_aware,load_based,power_of_two,peer:sglang_cache_aware,peer:llmd,peer:dynamo,peer:least_load,peer:round_robin,peer:power_of_two
+
+.PHONY: routing-quality
+routing-quality: $(foreach s,$(ROUTING_SPEEDS),routing-quality-speed$(s)) ## Compare sluice's policies with the peer baselines (sluice simulate) into ROUTING_OUT/report.md
+	cat $(foreach s,$(ROUTING_SPEEDS),$(ROUTING_OUT)/speed$(s)/report.md) > $(ROUTING_OUT)/report.md
+	@echo "wrote $(ROUTING_OUT)/report.md (tables for BENCHMARKS.md, \"Routing quality (sluice simulate)\")"
+
+routing-quality-speed%: build
+	GOMAXPROCS=1 bin/sluice simulate -trace $(ROUTING_TRACE) -engines 8 -window $(ROUTING_WINDOW) -speed $* \
+		-policies $(ROUTING_POLICIES) -out $(ROUTING_OUT)/speed$* > /dev/null

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LoadFreshness, "load-freshness", c.LoadFreshness, "the decider's -load-freshness")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the engines' block hash chains and of the policies' sampling (random, power_of_two, cache_aware's miss fallback): a run repeats exactly for a seed")
 	fs.StringVar(&c.ConfigPath, "config", c.ConfigPath, "decider configuration file (default: one plain bucket over the engines)")
-	fs.StringVar(&c.Policies, "policies", c.Policies, "comma-separated policy types to compare, each on a fresh identical fleet (the plain default_policy; groups with their own policy keep it); empty with -config runs the file as is")
+	fs.StringVar(&c.Policies, "policies", c.Policies, "comma-separated policy types to compare, each on a fresh identical fleet (the plain default_policy; groups with their own policy keep it); peer:NAME is a harness-only reference router instead of the decider ("+peerPrefix+strings.Join(peerNames, ", "+peerPrefix)+"); empty with -config runs the file as is")
 	fs.StringVar(&c.Out, "out", c.Out, "directory for report.md and report.json (default: print the markdown report)")
 }
 
@@ -110,6 +111,14 @@ func (c Config) Validate() error {
 	}
 	if c.Policies == "" && c.ConfigPath == "" {
 		errs = append(errs, errors.New("-policies: empty; name at least one policy, or give -config"))
+	}
+	for _, p := range c.policies() {
+		if isPeer(p) && !slices.Contains(peerNames, strings.TrimPrefix(p, peerPrefix)) {
+			errs = append(errs, fmt.Errorf("-policies: unknown baseline %q (known: %s%s)", p, peerPrefix, strings.Join(peerNames, ", "+peerPrefix)))
+		}
+	}
+	if c.Engines > maxPeerEngines && strings.Contains(c.Policies, peerPrefix) {
+		errs = append(errs, fmt.Errorf("-engines %d: the peer baselines route at most %d engines", c.Engines, maxPeerEngines))
 	}
 	if err := c.engineConfig().Validate(); err != nil {
 		errs = append(errs, err)

@@ -50,7 +50,7 @@ func (r *Report) plots(dir string) error {
 	}
 	hit.Legend.Top = true
 	hit.Y.Min = 0
-	if err := hit.Save(vg.Length(max(4, 1.2*float64(len(r.Policies))))*vg.Inch, 4*vg.Inch, filepath.Join(dir, "hit_rate.png")); err != nil {
+	if err := hit.Save(vg.Length(max(4, 1.6*float64(len(r.Policies))))*vg.Inch, 4*vg.Inch, filepath.Join(dir, "hit_rate.png")); err != nil {
 		return err
 	}
 

@@ -25,6 +25,8 @@ import (
 	"github.com/sluicehq/sluice/services/simengine/engine"
 	"github.com/sluicehq/sluice/state/clock"
 	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/slots"
 )
 
 // start is the virtual time the first request arrives at. Any fixed instant would do; it is
@@ -100,7 +102,11 @@ func Simulate(ctx context.Context, logger *slog.Logger, cfg Config, base *config
 	for _, p := range runs {
 		doc := base.Clone()
 		name := "config"
-		if p != "" {
+		if isPeer(p) {
+			// A baseline routes in the harness: the document stays as given (the decider's state
+			// still ingests the fleet's feedback, which llmd and dynamo read).
+			name = p
+		} else if p != "" {
 			name = p
 			if doc.DefaultPolicy == nil {
 				doc.DefaultPolicy = &config.StagePolicies{}
@@ -111,7 +117,11 @@ func Simulate(ctx context.Context, logger *slog.Logger, cfg Config, base *config
 			return nil, fmt.Errorf("policy %q: %w", name, err)
 		}
 		t, c := time.Now(), cpuTime()
-		res, err := runPolicy(ctx, cfg, doc, reqs)
+		peer := ""
+		if isPeer(p) {
+			peer = p
+		}
+		res, err := runPolicy(ctx, cfg, doc, peer, reqs)
 		if err != nil {
 			return nil, fmt.Errorf("policy %q: %w", name, err)
 		}
@@ -126,6 +136,7 @@ func Simulate(ctx context.Context, logger *slog.Logger, cfg Config, base *config
 
 // simEngine is one simulated engine and what the loop keeps for it.
 type simEngine struct {
+	idx     int // in the fleet
 	id      string
 	model   string
 	sim     *engine.Sim
@@ -157,9 +168,15 @@ type fleet struct {
 	kvq     []delivery
 	vocab   uint32
 	records []requestRecord
+	// peer is the baseline routing this fleet (nil: the decider); chainer hashes prompts into
+	// the engines' block chains for it.
+	peer    baseline
+	chainer *engine.Cache
 }
 
-func newFleet(cfg Config, doc *config.Document) (*fleet, error) {
+// newFleet builds a policy's world; peer, when set, names the baseline that routes in place of
+// the decider.
+func newFleet(cfg Config, doc *config.Document, peer string) (*fleet, error) {
 	clk := clock.NewManual(start)
 	// Each fleet draws its policies' samples from its own source seeded alike, so every policy
 	// sees the same sequence and a run repeats exactly for a seed.
@@ -183,7 +200,7 @@ func newFleet(cfg Config, doc *config.Document) (*fleet, error) {
 	f := &fleet{cfg: cfg, clk: clk, st: st, in: in, byID: map[string]*simEngine{}, vocab: engine.DefaultVocab}
 	for _, w := range doc.Engines {
 		ecfg := cfg.engineConfig()
-		e := &simEngine{id: w.ID, model: w.Models[0], runs: map[*engine.SimRun]*pendingReq{}}
+		e := &simEngine{idx: len(f.engines), id: w.ID, model: w.Models[0], runs: map[*engine.SimRun]*pendingReq{}}
 		ecfg.Sink = func(evs []engine.Event) { e.pending = append(e.pending, evs...) }
 		if e.sim, err = engine.NewSim(ecfg); err != nil {
 			return nil, err
@@ -191,11 +208,48 @@ func newFleet(cfg Config, doc *config.Document) (*fleet, error) {
 		f.engines = append(f.engines, e)
 		f.byID[w.ID] = e
 	}
+	if peer != "" {
+		if f.peer, err = f.newPeer(peer); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
-func runPolicy(ctx context.Context, cfg Config, doc *config.Document, reqs []trace.Request) (PolicyResult, error) {
-	f, err := newFleet(cfg, doc)
+// newPeer builds the baseline peer over the fleet: its own seeded random source, and the
+// decider state's KV index and load table as the lagged view of the engines.
+func (f *fleet) newPeer(peer string) (baseline, error) {
+	bs := f.engines[0].sim.Config().BlockSize
+	f.chainer = engine.NewCache(bs, 1, f.cfg.Seed)
+	slotIdx := map[slots.Slot]int{}
+	engineSlots := make([]slots.Slot, len(f.engines))
+	for i, e := range f.engines {
+		engineSlots[i] = f.st.Slots.Intern(e.id)
+		slotIdx[engineSlots[i]] = i
+	}
+	src := f.in.PrefixSource()
+	ns := policy.Namespace{Model: f.engines[0].model}
+	var buf []policy.PrefixMatch
+	env := peerEnv{n: len(f.engines), blockSize: bs, rng: rand.New(rand.NewPCG(f.cfg.Seed, 0x9ee7)),
+		overlap: func(tokens []uint32, out []int64) {
+			clear(out)
+			var err error
+			if buf, err = src.LookupPrefix(context.Background(), ns, tokens, buf[:0]); err != nil {
+				return
+			}
+			for _, m := range buf {
+				if i, ok := slotIdx[m.Engine]; ok {
+					out[i] = m.Tokens
+				}
+			}
+		},
+		load: func(i int) (loadtable.View, bool) { return f.st.Load.Snapshot().View(engineSlots[i]) },
+	}
+	return newBaseline(peer, env)
+}
+
+func runPolicy(ctx context.Context, cfg Config, doc *config.Document, peer string, reqs []trace.Request) (PolicyResult, error) {
+	f, err := newFleet(cfg, doc, peer)
 	if err != nil {
 		return PolicyResult{}, err
 	}
@@ -298,6 +352,9 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord
 	rec.engine = -1
 	rec.prompt = len(tokens)
 	rec.arrival = r.Arrival
+	if f.peer != nil {
+		return f.arrivePeer(r, rec, tokens, out, t)
+	}
 	dec, err := f.st.Decider.Decide(ctx, policy.Request{Model: f.engines[0].model, InputTokens: int64(len(tokens)),
 		ExpectedPeakTokens: int64(len(tokens) + out), HasPeak: true, TokenIDs: tokens, RequestID: strconv.Itoa(r.Index)})
 	if err != nil {
@@ -329,11 +386,34 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord
 	return f.flushKV(e, t)
 }
 
-// finish records a finished run and releases its lease.
+// arrivePeer routes r by the fleet's baseline and submits it to the engine picked, as arrive
+// does for a decider pick.
+func (f *fleet) arrivePeer(r *trace.Request, rec *requestRecord, tokens []uint32, out int, t time.Time) error {
+	a := &peerArrival{now: t, tokens: tokens, chain: f.chainer.Chain(tokens)}
+	i := f.peer.pick(a)
+	if i < 0 || i >= len(f.engines) {
+		return fmt.Errorf("request %d: baseline picked engine %d of %d", r.Index, i, len(f.engines))
+	}
+	e := f.engines[i]
+	run, err := e.sim.Submit(t, engine.Request{TokenIDs: tokens, MaxTokens: out})
+	if err != nil {
+		return fmt.Errorf("request %d: %w", r.Index, err)
+	}
+	rec.engine = i
+	e.runs[run] = &pendingReq{rec: rec}
+	f.peer.routed(i, a, run)
+	return f.flushKV(e, t)
+}
+
+// finish records a finished run and releases its lease (or tells the baseline).
 func (f *fleet) finish(e *simEngine, r *engine.SimRun) {
 	p := e.runs[r]
 	delete(e.runs, r)
-	f.st.Decider.Release(p.lease)
+	if f.peer != nil {
+		f.peer.finished(e.idx, r)
+	} else {
+		f.st.Decider.Release(p.lease)
+	}
 	p.rec.done = true
 	p.rec.cached = r.CachedTokens
 	p.rec.queue = r.Admitted.Sub(r.Arrival)
