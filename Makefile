@@ -92,7 +92,7 @@ tidy-tools: ## Tidy the pinned tool module (tools/go.mod)
 # baselines.go) on the conversation trace, 8 engines, one run per speed. `make -j2` runs two
 # speeds at once; each run uses one core.
 ROUTING_TRACE ?= /work/shared/data/conversation_trace.jsonl
-ROUTING_WINDOW ?= 30m
+ROUTING_WINDOW ?= 60m
 ROUTING_SPEEDS ?= 1 2 3
 ROUTING_OUT ?= routing-quality
 ROUTING_POLICIES ?= cache_aware,load_based,power_of_two,peer:sglang_cache_aware,peer:llmd,peer:dynamo,peer:least_load,peer:round_robin,peer:power_of_two
