@@ -69,6 +69,13 @@ func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev
 	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
+	// The listeners are bound before Run serves: until serving() a health check of the server
+	// or of any of its services answers NOT_SERVING, never SERVING (grpc's default for "") or
+	// NotFound (a service not yet listed).
+	r.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	for svc := range r.grpc.GetServiceInfo() {
+		r.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	var procedures []string
 	for svc, info := range r.grpc.GetServiceInfo() {
 		for _, m := range info.Methods {

@@ -45,6 +45,18 @@ func runServer(t testing.TB, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	testrun.Background(t, srv.Run)
+	// Run marks the server serving after its listeners (bound by New) are served; callers start
+	// from a ready server, as a client behind a readiness probe would.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		hc, err := srv.rpc.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decider not serving 10s after Run: %v, %v", hc, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	return srv
 }
 
@@ -264,9 +276,20 @@ func TestHealthMetricsAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "sluice.v1.DeciderService"})
-	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health = %v, %v", hc, err)
+	// Run marks the services SERVING once it serves; until then they answer NOT_SERVING.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hc, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "sluice.v1.DeciderService"})
+		if err != nil || (hc.GetStatus() != healthpb.HealthCheckResponse_SERVING && hc.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING) {
+			t.Fatalf("health = %v, %v; want NOT_SERVING while starting, then SERVING", hc, err)
+		}
+		if hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still %v after 10s", hc.GetStatus())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	c := sluicev1.NewDeciderServiceClient(conn)
 	_, _ = c.Decide(context.Background(), &sluicev1.DecideRequest{Model: "chat", InputTokens: 1, DryRun: true})
