@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -70,9 +73,33 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		WriteTimeout:    5 * time.Second,
 		Compression:     codec,
 		Completion:      p.completed,
+		Transport:       leaderRetry{kafka.DefaultTransport},
 	}
 	return p
 }
+
+// leaderRetry makes "no leader" answers temporary. While a restarted broker elects partition
+// leaders, the writer's cached metadata names none and a produce fails with
+// protocol.ErrNoLeader (or ErrNoPartition while a topic is being recreated), which kafka-go's
+// writer does not retry: every batch in that window was dropped, and the decider saw seq gaps
+// after an outage the retry budget above was meant to cover (TestOutageLinkSoak, about one run
+// in six). Marked temporary, the writer retries the batch in place like any other broker error,
+// refreshing metadata, in order.
+type leaderRetry struct{ kafka.RoundTripper }
+
+func (t leaderRetry) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	res, err := t.RoundTripper.RoundTrip(ctx, addr, req)
+	if err != nil && (errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoPartition)) {
+		err = temporaryError{err}
+	}
+	return res, err
+}
+
+// temporaryError is err, reported as temporary to kafka-go's retry logic.
+type temporaryError struct{ error }
+
+func (temporaryError) Temporary() bool { return true }
+func (e temporaryError) Unwrap() error { return e.error }
 
 func (p *producer) topic(t string) *topicMetrics {
 	if v, ok := p.perTopic.Load(t); ok {
