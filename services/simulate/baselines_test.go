@@ -257,33 +257,6 @@ func TestPeerSeesOwnHistory(t *testing.T) {
 	}
 }
 
-// TestPeersDeterministic: every baseline's run repeats exactly for a seed.
-func TestPeersDeterministic(t *testing.T) {
-	t.Parallel()
-	reqs := syntheticTrace(300)
-	cfg := handConfig(4, allPeers())
-	cfg.BlockSize = 16
-	cfg.CacheBlocks = 512
-	cfg.DecodeMsPerToken = 20
-	cfg.MaxRunning = 4
-	var out [2][]byte
-	for i := range out {
-		rep, err := Simulate(context.Background(), quiet, cfg, nil, reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Policies) != len(peerNames) {
-			t.Fatalf("%d results, want %d", len(rep.Policies), len(peerNames))
-		}
-		if out[i], err = rep.JSON(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !bytes.Equal(out[0], out[1]) {
-		t.Errorf("two runs differ:\n%s\n---\n%s", out[0], out[1])
-	}
-}
-
 // TestRealTraceWindowPeers runs every baseline beside sluice's cache_aware on two minutes of the
 // conversation trace.
 func TestRealTraceWindowPeers(t *testing.T) {

@@ -101,13 +101,14 @@ func TestKVLagIsModelled(t *testing.T) {
 	}
 }
 
-// TestDeterministic: two runs give byte-identical JSON, the sampling policies included (their
-// random source is seeded by Config.Seed through policy.Deps.IntN); another seed changes what
-// random picks.
+// TestDeterministic: two runs give byte-identical JSON, for sluice's policies (the sampling ones
+// draw from a source Config.Seed seeds through policy.Deps.IntN) and every peer baseline; another
+// seed changes what random picks.
 func TestDeterministic(t *testing.T) {
 	t.Parallel()
 	reqs := syntheticTrace(400)
-	cfg := handConfig(4, "round_robin,load_based,random,power_of_two,cache_aware")
+	policies := []string{"round_robin", "load_based", "random", "power_of_two", "cache_aware"}
+	cfg := handConfig(4, strings.Join(policies, ",")+","+allPeers())
 	cfg.BlockSize = 16
 	cfg.CacheBlocks = 512
 	cfg.DecodeMsPerToken = 20
@@ -117,6 +118,9 @@ func TestDeterministic(t *testing.T) {
 		rep, err := Simulate(context.Background(), quiet, cfg, nil, reqs)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(rep.Policies) != len(policies)+len(peerNames) {
+			t.Fatalf("%d results, want %d", len(rep.Policies), len(policies)+len(peerNames))
 		}
 		if out[i], err = rep.JSON(); err != nil {
 			t.Fatal(err)
