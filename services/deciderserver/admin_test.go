@@ -198,32 +198,24 @@ func containsPrefix(xs []string, prefix string) bool {
 	return false
 }
 
-// restCall sends a REST request the way curl would and returns the status and decoded body.
+// restCall sends a REST request the way curl would, with token as a bearer token when set, and
+// returns the status and decoded body.
 func restCall(t *testing.T, srv *Server, method, path, token, body string) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, "http://"+srv.HTTPAddr()+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := restRaw(t, srv, method, path, body, bearerHeader(token)...)
 	var out map[string]any
 	if len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &out) != nil {
 		out = map[string]any{"raw": string(raw)}
 	}
 	return resp.StatusCode, out
+}
+
+// bearerHeader is the Authorization header for token, none when it is empty.
+func bearerHeader(token string) []string {
+	if token == "" {
+		return nil
+	}
+	return []string{"Authorization", "Bearer " + token}
 }
 
 func TestAdminREST(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// restRaw sends a REST request and returns the response with its body read.
-func restRaw(t *testing.T, srv *Server, method, path, body string) (*http.Response, []byte) {
+// restRaw sends a REST request (JSON content type, then header name/value pairs) and returns the
+// response with its body read.
+func restRaw(t *testing.T, srv *Server, method, path, body string, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -21,6 +22,9 @@ func restRaw(t *testing.T, srv *Server, method, path, body string) (*http.Respon
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
