@@ -79,7 +79,9 @@ func (d *Deps) observeInto(o *observation, snap loadtable.Snapshot, w *registry.
 	o.inflight = d.InFlight.InFlight(w.Slot)
 	if v := snap.ViewRef(w.Slot); v != nil {
 		o.report, o.known = v, true
-		o.since = min(d.InFlight.DispatchesSince(w.Slot, v.CapturedAt), o.inflight)
+		if o.inflight > 0 { // nothing in flight: no dispatch since the report can still count
+			o.since = min(d.InFlight.DispatchesSince(w.Slot, v.CapturedAt), o.inflight)
+		}
 		o.load.set(v, o.since, tokens)
 	}
 }
