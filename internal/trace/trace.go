@@ -45,14 +45,19 @@ func Read(path string) ([]Request, error) {
 		return nil, err
 	}
 	defer f.Close()
+	var reqs []Request
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".jsonl":
-		return ReadMooncake(f)
+		reqs, err = ReadMooncake(f)
 	case ".csv":
-		return ReadAzure(f)
+		reqs, err = ReadAzure(f)
 	default:
 		return nil, fmt.Errorf("trace %s: unknown extension %q; want .jsonl (Mooncake) or .csv (Azure)", path, ext)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	return reqs, nil
 }
 
 // ReadMooncake reads the Mooncake JSON Lines format: one

@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -108,5 +110,17 @@ func TestSharedTraces(t *testing.T) {
 	}
 	if len(az) != 19366 || az[len(az)-1].Arrival < 3500*time.Second || az[len(az)-1].Arrival > 3503*time.Second {
 		t.Errorf("azure: %d requests over %v, want 19366 over ~3502s", len(az), az[len(az)-1].Arrival)
+	}
+}
+
+// TestReadNamesTheFile: an error reading a trace file names the file and the line.
+func TestReadNamesTheFile(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(p, []byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0], "x": 1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(p); err == nil || !strings.Contains(err.Error(), "trace "+p+": line 1: ") {
+		t.Errorf("Read(%s) = %v, want an error naming the file and line 1", p, err)
 	}
 }
