@@ -119,6 +119,20 @@ func startDecider(t testing.TB, engines []listEntry, extra string) *deciderserve
 		t.Fatalf("deciderserver.New: %v\nconfig:\n%s", err, b.String())
 	}
 	run(t, srv.Run)
+	// The decider is not ready until Run serves; start from a ready one, as a gateway behind a
+	// rollout would.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		resp, err := http.Get("http://" + srv.HTTPAddr() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decider not ready 10s after Run: %v", err)
+		}
+	}
 	return srv
 }
 
