@@ -205,9 +205,17 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 			pool = append(pool, i)
 		}
 	}
-	best := p.powerOfK(req.Stage, pool, obs)
-	if req.Trace != nil && req.Trace.Detail == "" {
-		req.Trace.setDetail(fmt.Sprintf("prefix %s: power-of-%d over %d engines passing the queue gate", res.Status, p.s.MissChoices, len(pool)))
+	best, compared := p.powerOfK(req.Stage, pool, obs)
+	if req.Trace != nil {
+		if req.Trace.Detail == "" {
+			req.Trace.setDetail(fmt.Sprintf("prefix %s: power-of-%d over %d engines passing the queue gate", res.Status, p.s.MissChoices, len(pool)))
+		}
+		// Every engine the fallback compared, so the explanation shows what the winner beat.
+		for _, idx := range compared {
+			if idx != best {
+				req.Trace.note(engines[idx], obs[idx], "", "compared")
+			}
+		}
 	}
 	return admitSelected(p.limits, engines[best], obs[best], &req, ReasonNoCacheCandidate)
 }
@@ -268,9 +276,9 @@ func (p *cacheAware) guardSwitch(cur, other observation) bool {
 }
 
 // powerOfK samples k distinct engines of pool and returns the index of the least pressured
-// (the first sampled on a tie); when k covers the pool it takes the exact minimum. The set
-// comparator keeps the choice transitive.
-func (p *cacheAware) powerOfK(stage registry.Role, pool []int, obs []observation) int {
+// (the first sampled on a tie) and the indexes it compared; when k covers the pool it takes the
+// exact minimum. The set comparator keeps the choice transitive.
+func (p *cacheAware) powerOfK(stage registry.Role, pool []int, obs []observation) (int, []int) {
 	k := int(p.s.MissChoices)
 	sample := pool
 	if k < len(pool) {
@@ -292,7 +300,7 @@ func (p *cacheAware) powerOfK(stage registry.Role, pool []int, obs []observation
 			best = idx
 		}
 	}
-	return best
+	return best, sample
 }
 
 func holdersObs(hs []holder) []observation {

@@ -252,3 +252,47 @@ func TestPrefixMemoSharesOneLookup(t *testing.T) {
 		t.Errorf("group without the holder = %s (%s), want b no_cache_candidate", pk.Engine.ID, pk.Reason)
 	}
 }
+
+// TestCacheAwareMissExplainsEveryComparedEngine: on a miss the trace lists each engine the
+// power-of-k fallback compared, the losers as "compared" with their load, not only the winner.
+func TestCacheAwareMissExplainsEveryComparedEngine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	es := f.engines(registry.RolePrefill, "a", "b", "c")
+	for i, w := range es {
+		f.report(w.ID, nativeLoad(int64(100*(3-i)), int64(3-i), 1))
+	}
+	for _, k := range []int64{2, 3} {
+		t.Run(fmt.Sprintf("power-of-%d", k), func(t *testing.T) {
+			t.Parallel()
+			p := newCacheAware(f.deps, admission.Limits{}, defaults(), &fakePrefix{slots: f.slots, matched: map[string]int64{}})
+			p.s.MissChoices = k
+			tr := &Trace{}
+			pk, err := p.Pick(context.Background(), es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 64, TokenIDs: tokens(64), Trace: tr})
+			if err != nil || pk.Reason != ReasonNoCacheCandidate {
+				t.Fatalf("Pick() = %v, %v; want a no_cache_candidate pick", pk, err)
+			}
+			notes := map[string]string{}
+			for _, c := range tr.Candidates {
+				if _, dup := notes[c.EngineID]; dup {
+					t.Errorf("engine %s noted twice: %+v", c.EngineID, tr.Candidates)
+				}
+				notes[c.EngineID] = c.Note
+				if !c.LoadKnown {
+					t.Errorf("candidate %s lost its load", c.EngineID)
+				}
+			}
+			if len(notes) != int(k) || notes[pk.Engine.ID] != "selected" {
+				t.Fatalf("trace candidates = %+v, want %d compared engines with %s selected", tr.Candidates, k, pk.Engine.ID)
+			}
+			for id, n := range notes {
+				if id != pk.Engine.ID && n != "compared" {
+					t.Errorf("loser %s noted %q, want compared", id, n)
+				}
+			}
+			if k == 3 && pk.Engine.ID != "c" {
+				t.Errorf("exact minimum over the pool picked %s, want c (least waiting)", pk.Engine.ID)
+			}
+		})
+	}
+}
