@@ -64,6 +64,10 @@ type Config struct {
 	// ReadyTimeout bounds the decider health check behind /readyz; ReadyCache is how long its
 	// answer is reused.
 	ReadyTimeout, ReadyCache time.Duration
+	// DecisionHeaders adds the X-Sluice-Engine, -Bucket, -Reason, -Matched-Tokens and
+	// -Config-Version response headers (decision_headers.go); each Decide then asks for an
+	// explanation. Off by default; on in `sluice dev`.
+	DecisionHeaders bool
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -114,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection is kept")
 	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", c.ReadyTimeout, "bound on the decider health check behind /readyz")
 	fs.DurationVar(&c.ReadyCache, "ready-cache", c.ReadyCache, "how long a /readyz answer about the decider is reused")
+	fs.BoolVar(&c.DecisionHeaders, "decision-headers", c.DecisionHeaders, "add X-Sluice-Engine/-Bucket/-Reason/-Matched-Tokens/-Config-Version response headers (each Decide asks for an explanation)")
 }
 
 // Validate checks every field and reports all problems, each naming the flag and the fix.

@@ -55,8 +55,16 @@ func writeAPIError(w http.ResponseWriter, e apiError) {
 	_ = json.NewEncoder(w).Encode(payload)
 }
 
+// reasonUnknownModel is the decider's ErrorInfo reason for a model no engine serves;
+// codeModelNotFound is OpenAI's error code for it.
+const (
+	reasonUnknownModel = "UNKNOWN_MODEL"
+	codeModelNotFound  = "model_not_found"
+)
+
 // decideError maps a Decide failure to the client's answer; it is the gateway's only mapping
-// of decider statuses. InvalidArgument → 400 with the ErrorInfo reason as code; Unavailable
+// of decider statuses. InvalidArgument → 400 with the ErrorInfo reason as code (UNKNOWN_MODEL →
+// 404 model_not_found, as OpenAI answers); Unavailable
 // (buckets exhausted, or the decider unreachable), a replica shedding load (RESOURCE_EXHAUSTED
 // DECIDER_OVERLOADED: its own retry hint) and DeadlineExceeded → 503 with Retry-After;
 // everything else → 500.
@@ -65,6 +73,11 @@ func decideError(err error, retryAfter time.Duration) apiError {
 	reason := deciderclient.Reason(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
+		if reason == reasonUnknownModel {
+			// OpenAI answers a model it does not serve with 404 model_not_found; the openai
+			// packages raise NotFoundError for it.
+			return apiError{status: http.StatusNotFound, message: st.Message(), typ: typeInvalidRequest, param: "model", code: codeModelNotFound}
+		}
 		return apiError{status: http.StatusBadRequest, message: st.Message(), typ: typeInvalidRequest, code: orDefault(reason, "invalid_argument")}
 	case codes.Unavailable:
 		if reason == "" {

@@ -336,7 +336,7 @@ func TestDecideErrorsMapped(t *testing.T) {
 	}{
 		{"missing model", routeChat, `{"messages":[]}`, 400, "missing_model"},
 		{"not json", routeChat, `{"model":`, 400, "invalid_json"},
-		{"unknown model", routeChat, `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 400, "UNKNOWN_MODEL"},
+		{"unknown model", routeChat, `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found"},
 		{"negative max_tokens", routeCompletions, `{"model":"m","prompt":"x","max_tokens":-1}`, 400, "invalid_max_tokens"},
 		{"peak overflow", routeCompletions, `{"model":"m","prompt":"x","max_tokens":9223372036854775807}`, 400, "token_overflow"},
 	}

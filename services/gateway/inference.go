@@ -53,8 +53,12 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 		}
 		f, err := parseFacts(route, raw, s.cfg.DefaultModel)
 		if err == nil {
+			err = validateOpenAI(route, raw, f)
+		}
+		if err == nil {
 			var req *sluicev1.DecideRequest
 			if req, err = s.decideRequest(r.Context(), f, r.Header, requestID); err == nil {
+				s.wantExplain(r.Context(), req)
 				s.dispatch(r, sw, route, f, raw, req)
 				return
 			}
@@ -150,6 +154,7 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 			writeAPIError(sw, e)
 			return
 		}
+		s.annotate(r, sw, req, dec)
 		last := attempt > 1 || !s.cfg.RetryOnEngineFailure
 		res := s.forward(r, sw, route, f, raw, dec, last)
 		s.release(dec.GetLeaseId(), req.GetRequestId(), res)
@@ -226,6 +231,10 @@ func (w *statusWriter) code() int {
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
 
+// newRequestID returns 32 lowercase hex digits (128 random bits), always the same width.
 func newRequestID() string {
-	return strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16)
+	var b [32]byte
+	hexDigits(b[:16], rand.Uint64())
+	hexDigits(b[16:], rand.Uint64())
+	return string(b[:])
 }

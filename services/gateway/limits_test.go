@@ -137,7 +137,7 @@ func TestErrorsDoNotEchoHugeValues(t *testing.T) {
 	g := startGateway(t, d, nil)
 	resp := post(t, g, routeCompletions, `{"model": "`+strings.Repeat("x", 1<<20)+`", "prompt": "hi"}`)
 	got := readAll(t, resp)
-	if resp.StatusCode != http.StatusBadRequest || len(got) > 4096 {
-		t.Errorf("POST with a 1 MB model name = %d with a %d-byte body, want 400 under 4 KiB", resp.StatusCode, len(got))
+	if resp.StatusCode != http.StatusNotFound || len(got) > 4096 {
+		t.Errorf("POST with a 1 MB model name = %d with a %d-byte body, want 404 model_not_found under 4 KiB", resp.StatusCode, len(got))
 	}
 }

@@ -94,7 +94,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = newMetrics(promReg)
 
-	mux := runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser())
+	mux := runtime.NewServeMux(strictjson.GatewayMarshaler(), strictjson.GatewayQueryParser(), runtime.WithRoutingErrorHandler(s.routingError))
 	ctx := context.Background()
 	if err := sluicev1.RegisterDeciderServiceHandlerClient(ctx, mux, sluicev1.NewDeciderServiceClient(conn)); err != nil {
 		conn.Close()
@@ -112,6 +112,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		{http.MethodPost, routeCompletions, s.inference(routeCompletions)},
 		{http.MethodPost, routeGenerate, s.inference(routeGenerate)},
 		{http.MethodGet, routeModels, s.listModels},
+		{http.MethodGet, routeModels + "/{model=**}", s.retrieveModel},
 		{http.MethodGet, "/metrics", handler(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))},
 		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request, _ map[string]string) { _, _ = w.Write([]byte("ok\n")) }},
 		{http.MethodGet, "/readyz", s.ready},
