@@ -240,4 +240,3 @@ func logLine(t *testing.T, logs, requestID string) string {
 	t.Fatalf("no debug line for request %s in:\n%s", requestID, logs)
 	return ""
 }
-
