@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/state/config"
@@ -36,7 +38,9 @@ func (c *cli) readFile() ([]byte, error) {
 	return os.ReadFile(c.file)
 }
 
-// print writes m as JSON or YAML when -o asks for it and reports whether it did.
+// print writes m as JSON or YAML when -o asks for it and reports whether it did. Numbers stay
+// integers (YAML would print a float64 1048576 as 1.048576e+06) and int64 fields, which
+// ProtoJSON writes as strings, are printed as numbers.
 func (c *cli) print(m proto.Message) (bool, error) {
 	if c.output != "json" && c.output != "yaml" {
 		return false, nil
@@ -45,24 +49,105 @@ func (c *cli) print(m proto.Message) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return true, err
-	}
-	if c.output == "json" {
-		out, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return true, err
-		}
-		_, err = fmt.Fprintln(c.stdout, string(out))
-		return true, err
-	}
-	out, err := yaml.Marshal(v)
+	v, err := decodeNumbers(raw)
 	if err != nil {
 		return true, err
 	}
+	return true, c.write(int64Fields(v, m.ProtoReflect().Descriptor()))
+}
+
+// write prints v as -o asks: indented JSON, or YAML.
+func (c *cli) write(v any) error {
+	if c.output == "json" {
+		out, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(c.stdout, string(out))
+		return err
+	}
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
 	_, err = c.stdout.Write(out)
-	return true, err
+	return err
+}
+
+// decodeNumbers decodes JSON keeping every integer an int64 (other numbers float64).
+func decodeNumbers(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return numbers(v), nil
+}
+
+func numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbers(e)
+		}
+	}
+	return v
+}
+
+// int64Fields turns the decimal strings ProtoJSON writes for 64-bit integer fields of md back
+// into numbers, following the message's fields (keys are proto names) into nested messages.
+func int64Fields(v any, md protoreflect.MessageDescriptor) any {
+	obj, ok := v.(map[string]any)
+	if !ok || md == nil || md.FullName().Parent() == "google.protobuf" {
+		return v
+	}
+	fields := md.Fields()
+	for k, e := range obj {
+		fd := fields.ByName(protoreflect.Name(k))
+		if fd == nil {
+			continue
+		}
+		conv := func(e any) any {
+			switch fd.Kind() {
+			case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+				if s, ok := e.(string); ok {
+					if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+						return i
+					}
+				}
+			case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+				if s, ok := e.(string); ok {
+					if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+						return u
+					}
+				}
+			case protoreflect.MessageKind:
+				if !fd.IsMap() {
+					return int64Fields(e, fd.Message())
+				}
+			}
+			return e
+		}
+		if list, ok := e.([]any); ok && fd.IsList() {
+			for i, x := range list {
+				list[i] = conv(x)
+			}
+			continue
+		}
+		obj[k] = conv(e)
+	}
+	return obj
 }
 
 func noArgs(args []string) error {
@@ -106,7 +191,7 @@ func (c *cli) applyFile(ctx context.Context, args []string, validateOnly bool) e
 
 func runGet(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
-		return usagef("get wants one of: buckets, engines")
+		return usagef("get wants one of: buckets, engines, config")
 	}
 	switch args[0] {
 	case "buckets", "bucket":
@@ -125,6 +210,8 @@ func runGet(ctx context.Context, c *cli, args []string) error {
 		}
 		fmt.Fprintf(tw, "(configuration version %d)\n", resp.Msg.GetVersion())
 		return tw.Flush()
+	case "config":
+		return c.getConfig(ctx)
 	case "engines", "engine":
 		resp, err := c.client().ListEngines(ctx, connect.NewRequest(&sluicev1.ListEnginesRequest{}))
 		if err != nil {
@@ -141,7 +228,34 @@ func runGet(ctx context.Context, c *cli, args []string) error {
 		}
 		return tw.Flush()
 	}
-	return usagef("get %q: want buckets or engines", args[0])
+	return usagef("get %q: want buckets, engines or config", args[0])
+}
+
+// getConfig prints the configuration document in force in the form apply -f reads: YAML
+// (the default and -o yaml) headed by a comment naming the version, or the JSON document
+// (-o json).
+func (c *cli) getConfig(ctx context.Context) error {
+	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	if err != nil {
+		return err
+	}
+	doc, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
+	if err != nil {
+		return fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
+	}
+	format := config.FormatYAML
+	if c.output == "json" {
+		format = config.FormatJSON
+	}
+	out, err := config.Marshal(doc, format)
+	if err != nil {
+		return err
+	}
+	if format == config.FormatYAML {
+		fmt.Fprintf(c.stdout, "# sluice configuration version %d (%s); `sluice ctl apply -f` takes this file back\n", resp.Msg.GetVersion(), resp.Msg.GetSource())
+	}
+	_, err = c.stdout.Write(out)
+	return err
 }
 
 func orZero(v any) any {

@@ -57,7 +57,7 @@ var commands = []command{
 	{"apply", "-f FILE [--based-on N]", "store FILE (YAML or JSON) as the next configuration version", runApply},
 	{"validate", "-f FILE", "check FILE against the server; store nothing", runValidate},
 	{"diff", "-f FILE", "show how FILE differs from the configuration in force", runDiff},
-	{"get", "buckets|engines", "list the buckets or engines in force", runGet},
+	{"get", "buckets|engines|config", "list the buckets or engines in force, or print the configuration (apply -f takes it back)", runGet},
 	{"versions", "[--limit N]", "list configuration versions, newest first", runVersions},
 	{"rollback", "N [--based-on M]", "make version N's configuration current again", runRollback},
 }
@@ -80,10 +80,23 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
-// Run executes `sluice ctl` with args (after "ctl") and returns the exit code.
+// Run executes `sluice ctl` with args (after "ctl") and returns the exit code. Flags may come
+// before the command (`sluice ctl -server URL get buckets`), between and after its arguments.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+	fs := flag.NewFlagSet("sluice ctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	fs.Usage = c.usage
+	// Global flags before the command: Parse stops at the first argument that is not a flag.
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	args = fs.Args()
+	if len(args) == 0 || args[0] == "help" {
 		c.usage()
 		if len(args) == 0 {
 			return ExitUsage
@@ -101,9 +114,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		c.usage()
 		return ExitUsage
 	}
-	fs := flag.NewFlagSet("sluice ctl "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sluice ctl %s %s [flags]\n\n%s\n\nflags:\n", cmd.name, cmd.args, cmd.summary)
 		fs.PrintDefaults()
@@ -168,7 +178,7 @@ func (c *cli) usage() {
 	for _, cmd := range commands {
 		fmt.Fprintf(c.stderr, "  %-9s %-22s %s\n", cmd.name, cmd.args, cmd.summary)
 	}
-	fmt.Fprintln(c.stderr, "\nglobal flags: --server URL ($SLUICE_SERVER), --token T ($SLUICE_TOKEN), -o json|yaml, --grpc")
+	fmt.Fprintln(c.stderr, "\nflags (before or after the command): --server URL ($SLUICE_SERVER), --token T ($SLUICE_TOKEN), -o json|yaml, --grpc, --timeout D")
 	fmt.Fprintln(c.stderr, "exit codes: 0 ok, 1 error, 2 usage, 3 invalid configuration, 4 version conflict, 5 diff found differences")
 }
 
@@ -236,7 +246,7 @@ func (c *cli) exit(err error) int {
 	}
 	switch {
 	case ce.Code() == connect.CodeInvalidArgument && len(problems) > 0:
-		fmt.Fprintf(c.stderr, "configuration is invalid (%d problems):\n", len(problems))
+		fmt.Fprintf(c.stderr, "configuration is invalid (%s):\n", plural(len(problems), "problem"))
 		for _, p := range problems {
 			fmt.Fprintf(c.stderr, "  %s: %s\n", p.GetField(), p.GetDescription())
 		}
@@ -247,4 +257,12 @@ func (c *cli) exit(err error) int {
 	}
 	fmt.Fprintf(c.stderr, "sluice ctl: %s: %s\n", strings.ReplaceAll(ce.Code().String(), "_", " "), ce.Message())
 	return ExitError
+}
+
+// plural is "1 problem", "2 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
