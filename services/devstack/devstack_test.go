@@ -39,8 +39,9 @@ func (s *syncBuffer) String() string {
 // gateway, and stops cleanly on cancellation.
 func TestDevStack(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.GatewayAddr, cfg.DeciderGRPCAddr, cfg.DeciderHTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.GatewayAddr, cfg.DeciderGRPCAddr, cfg.DeciderHTTPAddr, cfg.LinkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Speed = 50
+	cfg.AdminToken = testToken
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	done := make(chan error, 1)
@@ -57,7 +58,7 @@ func TestDevStack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, want := range []string{"plain-1", "prefill-1", "decode-1", "curl -s " + gateway + "/v1/chat/completions"} {
+	for _, want := range []string{"plain-1", "prefill-1", "decode-1", "curl -si " + gateway + "/v1/chat/completions"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, out.String())
 		}
@@ -116,7 +117,7 @@ func TestDevStack(t *testing.T) {
 				} `json:"load"`
 			} `json:"engines"`
 		}
-		if err := getJSON(decider[1]+"/v1/admin/engines", &list); err != nil {
+		if err := getJSON(decider[1]+"/v1/admin/engines", &list, testToken); err != nil {
 			return false, err.Error()
 		}
 		var unknown []string
@@ -163,8 +164,16 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() (boo
 	}
 }
 
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+// getJSON GETs url (with a bearer token when given) and decodes its JSON answer.
+func getJSON(url string, v any, token ...string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for _, t := range token {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

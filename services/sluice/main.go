@@ -211,11 +211,14 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.StringVar(&cfg.GatewayAddr, "gateway-addr", cfg.GatewayAddr, "gateway listen address (OpenAI routes and REST)")
 		fs.StringVar(&cfg.DeciderGRPCAddr, "grpc-addr", cfg.DeciderGRPCAddr, "decider gRPC listen address")
 		fs.StringVar(&cfg.DeciderHTTPAddr, "http-addr", cfg.DeciderHTTPAddr, "decider HTTP listen address (Connect, REST, metrics)")
+		fs.StringVar(&cfg.LinkAddr, "link-addr", cfg.LinkAddr, "enginelink HTTP listen address (/metrics)")
 		fs.IntVar(&cfg.PlainEngines, "plain-engines", cfg.PlainEngines, "simulated plain engines (model sim-chat)")
 		fs.IntVar(&cfg.PDPairs, "pd-pairs", cfg.PDPairs, "simulated prefill + decode pairs (model sim-pd)")
 		fs.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated engine speed factor (10 = ten times faster than the latency model)")
-		fs.StringVar(&cfg.ConfigPath, "config", cfg.ConfigPath, "bucket configuration to use instead of the generated one")
-		fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "keep the generated configuration and snapshots here (default: a temporary directory)")
+		fs.StringVar(&cfg.ConfigPath, "config", cfg.ConfigPath, "bucket configuration to use instead of the generated one (dev serves a copy in -data-dir; the file is never written)")
+		fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "keep the configuration dev serves (and admin writes change), its versions and snapshots here (default: a temporary directory)")
+		fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "the decider's admin bearer token (default: a random one, printed)")
+		fs.BoolVar(&cfg.DecisionHeaders, "decision-headers", cfg.DecisionHeaders, "gateway answers carry X-Sluice-Engine/-Bucket/-Reason/-Matched-Tokens headers")
 	}
 	return runService(ctx, "dev", args, stderr, logFlags{level: "warn", format: "text"}, register, func(l *slog.Logger) (runner, error) {
 		return runnerFunc(func(ctx context.Context) error { return devstack.Run(ctx, l, cfg, stdout) }), nil
