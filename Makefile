@@ -16,7 +16,7 @@ FUZZTIME ?= 20s
 # spends a short run minimising instead of fuzzing: FuzzParse finds hundreds of interesting
 # inputs a minute, and with the default it ran 14 executions in 2 minutes.
 FUZZMINIMIZETIME ?= 2s
-# Flags for `make peer-bench` (tests/peer/cmd/peerbench -h lists them).
+# Flags for `make peer-bench` (tests/peer/cmd/peerbench -h lists them) and `make dev`.
 ARGS ?=
 # Benchmarked packages; directories that do not exist yet are skipped.
 BENCH_PKGS := $(foreach d,decider state components services,$(if $(wildcard $(d)/.),./$(d)/...))
@@ -28,6 +28,11 @@ help: ## Show this help
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
 		| awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: dev
+dev: ## Run `sluice dev` (the whole stack in one process); ARGS="-admin-token T" passes flags
+	@echo "==> compiling sluice (the first build downloads modules and takes a minute or two), then starting sluice dev"
+	$(GO) run ./services/sluice dev $(ARGS)
 
 .PHONY: generate
 generate: ## Lint the protos and regenerate gen/ (buf + pinned local plugins)

@@ -49,6 +49,8 @@ source "$ROOT/scripts/lib/vllm.sh"
 source "$ROOT/scripts/lib/schemathesis.sh"
 # shellcheck source=lib/pyenv.sh
 source "$ROOT/scripts/lib/pyenv.sh"
+# shellcheck source=lib/openaienv.sh
+source "$ROOT/scripts/lib/openaienv.sh"
 
 STEP="setup"
 DONE=()
@@ -190,6 +192,12 @@ else
     STEP="python venv"
     pyenv_setup
     DONE+=("pyenv")
+  fi
+  # The official openai package for the gateway's OpenAI-compatibility test, cached.
+  if openaienv_wanted "${PKGS[@]}"; then
+    STEP="openai venv"
+    openaienv_setup
+    DONE+=("openai-venv")
   fi
 fi
 

@@ -17,6 +17,13 @@
 // engine restart (seq from 0 again), and the engines' load from /metrics and
 // SGLang's /v1/loads in GET /v1/admin/engines.
 //
+// TestOpenAIClient is the gateway's OpenAI compatibility test: the official openai Python
+// package (testdata/openai_client.py, in the venv scripts/lib/openaienv.sh pins from
+// scripts/openai/requirements.txt, interpreter in SLUICE_TEST_OPENAI_PYTHON) against a real
+// `sluice dev` process — chat, streaming chat (plain and PD), completions, the async client,
+// models list and retrieve, and the error classes with OpenAI's error object. It needs no
+// Kafka of the test script's (dev runs its own in-process broker).
+//
 // The package has only tests. The Python side lives in testdata/: engine.py
 // drives the engines' publisher and recorder classes from commands the test
 // sends on its stdin, stubs.py replaces the few GPU-only modules they import,
