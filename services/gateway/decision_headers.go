@@ -37,6 +37,17 @@ func (s *Server) wantExplain(ctx context.Context, req *sluicev1.DecideRequest) {
 // same fields.
 func (s *Server) annotate(r *http.Request, sw *statusWriter, req *sluicev1.DecideRequest, dec *sluicev1.DecideResponse) {
 	h := sw.Header()
+	debug := s.logger.Enabled(r.Context(), slog.LevelDebug)
+	if !s.cfg.DecisionHeaders && !debug {
+		if pd := dec.GetPick().GetPd(); pd != nil {
+			r.Header.Set(headerDecodeURL, pd.GetDecode().GetUrl())
+			h.Set(headerDecodeURL, pd.GetDecode().GetUrl())
+		} else if r.Header != nil {
+			r.Header.Del(headerDecodeURL)
+			h.Del(headerDecodeURL)
+		}
+		return
+	}
 	var engines, reasons, matched []string
 	add := func(p *sluicev1.EnginePick) {
 		engines = append(engines, p.GetEngineId())
@@ -60,7 +71,7 @@ func (s *Server) annotate(r *http.Request, sw *statusWriter, req *sluicev1.Decid
 		h.Set(headerMatchedTokens, strings.Join(matched, ", "))
 		h.Set(headerConfigVersion, strconv.FormatInt(dec.GetConfigVersion(), 10))
 	}
-	if s.logger.Enabled(r.Context(), slog.LevelDebug) {
+	if debug {
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "decided", slog.String("request_id", req.GetRequestId()),
 			slog.String("model", req.GetModel()), slog.Int64("input_tokens", req.GetInputTokens()),
 			slog.String("engine_ids", strings.Join(engines, ",")), slog.String("bucket", dec.GetBucketId()),

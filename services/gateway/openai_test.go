@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -239,4 +240,29 @@ func logLine(t *testing.T, logs, requestID string) string {
 	}
 	t.Fatalf("no debug line for request %s in:\n%s", requestID, logs)
 	return ""
+}
+
+// FuzzValidateOpenAI: validateOpenAI never panics on a body parseFacts accepted, and refuses
+// only with a 400 naming messages or n.
+func FuzzValidateOpenAI(f *testing.F) {
+	for _, s := range []string{`{"model":"m","messages":[]}`, `{"model":"m","messages":[ ],"n":2}`, `{"model":"m","n":1e400,"messages":[{"content":"x"}]}`,
+		`{"model":"m","prompt":"x","n":"2"}`, `{"model":"m","messages":[{"content":"\"n\": 3"}],"n":-1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, route := range []string{routeChat, routeCompletions} {
+			facts, err := parseFacts(route, []byte(body), "")
+			if err != nil {
+				continue
+			}
+			err = validateOpenAI(route, []byte(body), facts)
+			if err == nil {
+				continue
+			}
+			var re *requestError
+			if !errors.As(err, &re) || (re.param != "messages" && re.param != "n") || re.msg == "" {
+				t.Errorf("validateOpenAI(%s, %q) = %v, want a requestError naming messages or n", route, body, err)
+			}
+		}
+	})
 }
