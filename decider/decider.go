@@ -68,7 +68,8 @@ type Decider struct {
 type runtime struct {
 	version int64
 	doc     *config.Document
-	models  sync.Map // model -> *bucketResolver
+	models  sync.Map        // model -> *bucketResolver
+	ttft    *ttftPreference // nil when ttft_slo is off
 }
 
 // New returns a Decider. It routes nothing until Apply installs a configuration.
@@ -89,7 +90,7 @@ func (d *Decider) Apply(snap config.Snapshot) error {
 	if err := d.Check(snap.Document); err != nil {
 		return fmt.Errorf("decider: configuration version %d: %w", snap.Version, err)
 	}
-	rt := &runtime{version: snap.Version, doc: snap.Document}
+	rt := &runtime{version: snap.Version, doc: snap.Document, ttft: newTTFTPreference(snap.Document, d.deps)}
 	for _, m := range d.reg.Snapshot().Models() {
 		r, err := d.buildResolver(snap.Document, m, false)
 		if err != nil {
@@ -165,6 +166,11 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	if err := d.validate(&req); err != nil {
 		return Decision{}, err
 	}
+	if req.HasTTFTTarget && rt.ttft != nil {
+		if err := rt.ttft.checkTarget(req.TTFTTargetMillis); err != nil {
+			return Decision{}, err
+		}
+	}
 	reg := d.reg.Snapshot()
 	ar, aerr := resolveAdapter(reg, &req)
 	if aerr != nil {
@@ -190,12 +196,29 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		ex = &explainer{}
 		tr = ex
 	}
+	buckets := res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak)
+	if req.HasTTFTTarget {
+		if rt.ttft == nil {
+			ex.ttftDisabled(req.TTFTTargetMillis)
+		} else {
+			var buf [16]predictedBucket
+			ordered := rt.ttft.order(ctx, reg, &req, res, adapter, buf[:0])
+			ex.ttftOrdered(req.TTFTTargetMillis, ordered)
+			buckets = func(yield func(*bucket) bool) {
+				for i := range ordered {
+					if !yield(ordered[i].b) {
+						return
+					}
+				}
+			}
+		}
+	}
 	var (
 		rejections []Rejection
 		lastEmpty  registry.Role
 		matched    bool
 	)
-	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
+	for b := range buckets {
 		matched = true
 		ex.begin(b)
 		dec, err := b.pickEngines(ctx, reg, &req, adapter, tr)
@@ -239,12 +262,17 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		}
 	}
 	if !matched {
-		return Decision{}, d.noMatchingBucket(&req, res)
+		return Decision{}, d.noMatchingBucket(reg, &req, res)
 	}
 	var e *Error
-	if len(rejections) > 0 {
+	if len(rejections) == 0 {
+		e = d.tooLong(reg, &req, res)
+	}
+	switch {
+	case e != nil:
+	case len(rejections) > 0:
 		e = &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "every compatible bucket refused admission", Rejections: rejections}
-	} else {
+	default:
 		e = noCandidates(reg, req.Model, lastEmpty)
 	}
 	if ex != nil {
@@ -300,18 +328,6 @@ func unknownModel(model string, known []string) *Error {
 		hint = "known models: " + strings.Join(list, ", ")
 	}
 	return invalidArgument(reasonUnknownModel, "no engine serves model %q (%s)", model, hint)
-}
-
-func (d *Decider) noMatchingBucket(req *policy.Request, res *bucketResolver) *Error {
-	need := fmt.Sprintf("input_tokens %d", req.InputTokens)
-	if req.HasPeak {
-		need += fmt.Sprintf(" with expected_peak_tokens %d", req.ExpectedPeakTokens)
-	}
-	ids := make([]string, 0, len(res.ordered))
-	for _, b := range res.ordered {
-		ids = append(ids, b.id)
-	}
-	return invalidArgument(reasonNoMatchingBucket, "no bucket for model %q accepts %s (buckets: %s)", req.Model, need, strings.Join(ids, ", "))
 }
 
 // serves reports whether any registered engine, healthy or not, serves model in role.

@@ -791,7 +791,10 @@ type BucketTTFT struct {
 	// The engine the least estimate belongs to; empty without a prediction.
 	EngineId string `protobuf:"bytes,4,opt,name=engine_id,json=engineId,proto3" json:"engine_id,omitempty"`
 	// The estimate's parts on that engine; unset without a prediction.
-	Estimate      *TTFTEstimate `protobuf:"bytes,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	Estimate *TTFTEstimate `protobuf:"bytes,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	// Why there is no prediction, for example "no eligible prefill engine";
+	// empty when there is one.
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -859,6 +862,13 @@ func (x *BucketTTFT) GetEstimate() *TTFTEstimate {
 		return x.Estimate
 	}
 	return nil
+}
+
+func (x *BucketTTFT) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // TTFTEstimate is one engine's estimated time to first token for a request,
@@ -1511,14 +1521,15 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\x0eTTFTSLOExplain\x12\x1b\n" +
 	"\ttarget_ms\x18\x01 \x01(\x01R\btargetMs\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12/\n" +
-	"\abuckets\x18\x03 \x03(\v2\x15.sluice.v1.BucketTTFTR\abuckets\"\xcf\x01\n" +
+	"\abuckets\x18\x03 \x03(\v2\x15.sluice.v1.BucketTTFTR\abuckets\"\xe3\x01\n" +
 	"\n" +
 	"BucketTTFT\x12\x1b\n" +
 	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12@\n" +
 	"\x0epredicted_ttft\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rpredictedTtft\x12\x10\n" +
 	"\x03met\x18\x03 \x01(\bR\x03met\x12\x1b\n" +
 	"\tengine_id\x18\x04 \x01(\tR\bengineId\x123\n" +
-	"\bestimate\x18\x05 \x01(\v2\x17.sluice.v1.TTFTEstimateR\bestimate\"\xae\x03\n" +
+	"\bestimate\x18\x05 \x01(\v2\x17.sluice.v1.TTFTEstimateR\bestimate\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"\xae\x03\n" +
 	"\fTTFTEstimate\x125\n" +
 	"\bestimate\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bestimate\x12/\n" +
 	"\x05queue\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05queue\x126\n" +
