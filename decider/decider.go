@@ -196,30 +196,30 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		ex = &explainer{}
 		tr = ex
 	}
-	buckets := res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak)
+	// The fitting buckets in the order they are tried; on the stack for up to 16.
+	var fitBuf [16]*bucket
+	buckets := fitBuf[:0]
+	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
+		buckets = append(buckets, b)
+	}
 	if req.HasTTFTTarget {
 		if rt.ttft == nil {
 			ex.ttftDisabled(req.TTFTTargetMillis)
 		} else {
 			var buf [16]predictedBucket
-			ordered := rt.ttft.order(ctx, reg, &req, res, adapter, buf[:0])
+			ordered := rt.ttft.order(ctx, reg, &req, buckets, adapter, buf[:0])
 			ex.ttftOrdered(req.TTFTTargetMillis, ordered)
-			buckets = func(yield func(*bucket) bool) {
-				for i := range ordered {
-					if !yield(ordered[i].b) {
-						return
-					}
-				}
+			for i := range ordered {
+				buckets[i] = ordered[i].b
 			}
 		}
 	}
 	var (
 		rejections []Rejection
 		lastEmpty  registry.Role
-		matched    bool
 	)
-	for b := range buckets {
-		matched = true
+	matched := len(buckets) > 0
+	for _, b := range buckets {
 		ex.begin(b)
 		dec, err := b.pickEngines(ctx, reg, &req, adapter, tr)
 		if err == nil {

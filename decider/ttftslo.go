@@ -66,14 +66,15 @@ type predictedBucket struct {
 	note  string // why there is no prediction
 }
 
-// order predicts every bucket req fits and returns them met-first, each part in capacity
-// order, appended to buf[:0]. Its cost is one estimate per candidate of each bucket's first
-// stage; it allocates nothing beyond buf unless a bucket has more than 64 eligible engines, an
-// exclusion list or an adapter restriction (as a pick does), or the prefix lookup fails.
-func (p *ttftPreference) order(ctx context.Context, reg *registry.Snapshot, req *policy.Request, res *bucketResolver, adapter string, buf []predictedBucket) []predictedBucket {
+// order predicts every bucket of fitting (the buckets req fits, in capacity order) and returns
+// them met-first, each part in capacity order, appended to buf[:0]. Its cost is one estimate per
+// candidate of each bucket's first stage; it allocates nothing beyond buf unless a bucket has
+// more than 64 eligible engines, an exclusion list or an adapter restriction (as a pick does),
+// or the prefix lookup fails.
+func (p *ttftPreference) order(ctx context.Context, reg *registry.Snapshot, req *policy.Request, fitting []*bucket, adapter string, buf []predictedBucket) []predictedBucket {
 	out := buf[:0]
 	target := time.Duration(req.TTFTTargetMillis * float64(time.Millisecond))
-	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
+	for _, b := range fitting {
 		g := b.plain
 		if g == nil {
 			g = b.pd.prefill
