@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
@@ -85,6 +86,16 @@ func TestDecideTooLongForEveryBucketOfTheModel(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The Go client reads the widest capacity from the error.
+	dc, err := deciderclient.Dial(srv.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	_, err = dc.Decide(context.Background(), &sluicev1.DecideRequest{Model: "llama-3-8b", InputTokens: 200000})
+	if md := deciderclient.Metadata(err); deciderclient.Reason(err) != "NO_MATCHING_BUCKET" || md["widest_capacity_tokens"] != "131072" {
+		t.Errorf("deciderclient: %s %v, want NO_MATCHING_BUCKET with widest_capacity_tokens 131072", deciderclient.Reason(err), md)
 	}
 	// REST answers the same 400.
 	resp, raw := restRaw(t, srv, http.MethodPost, "/v1/decide", `{"model":"llama-3-8b","input_tokens":200000}`)

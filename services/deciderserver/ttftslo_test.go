@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -143,6 +144,9 @@ func TestGRPCDecideInvalidTTFTTarget(t *testing.T) {
 			if st.Code() != codes.InvalidArgument || reason != "INVALID_TTFT_SLO" || field != "ttft_slo_ms" || !strings.Contains(st.Message(), tt.want) {
 				t.Errorf("Decide(ttft_slo_ms %v) = %v %s field %q: %s; want InvalidArgument INVALID_TTFT_SLO on ttft_slo_ms saying %q",
 					tt.ms, st.Code(), reason, field, st.Message(), tt.want)
+			}
+			if v := deciderclient.FieldViolations(err)["ttft_slo_ms"]; !strings.Contains(v, tt.want) {
+				t.Errorf("deciderclient.FieldViolations(err)[ttft_slo_ms] = %q, want it to say %q", v, tt.want)
 			}
 			// Not enabled: the same target is ignored, and explain says so.
 			resp, err := disabled.Decide(context.Background(), &sluicev1.DecideRequest{Model: "chat", InputTokens: 1, TtftSloMs: proto.Float64(tt.ms), DryRun: true, Explain: true})
