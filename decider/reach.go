@@ -97,12 +97,9 @@ func need(req *policy.Request) string {
 
 // capacityText describes a bucket's limits: its input range and context capacity.
 func capacityText(l lengthLimits) string {
-	s := "input_tokens "
-	switch {
-	case l.MaxInput == Unbounded:
-		s += fmt.Sprintf("from %d", l.MinInput)
-	default:
-		s += fmt.Sprintf("%d to %d", l.MinInput, l.MaxInput)
+	s := fmt.Sprintf("input_tokens %d to %d", l.MinInput, l.MaxInput)
+	if l.MaxInput == Unbounded {
+		s = fmt.Sprintf("input_tokens from %d", l.MinInput)
 	}
 	if l.MaxContext != Unbounded {
 		s += fmt.Sprintf(" within a context of %d tokens", l.MaxContext)
