@@ -206,12 +206,7 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		if rt.ttft == nil {
 			ex.ttftDisabled(req.TTFTTargetMillis)
 		} else {
-			var buf [16]predictedBucket
-			ordered := rt.ttft.order(ctx, reg, &req, buckets, adapter, buf[:0])
-			ex.ttftOrdered(req.TTFTTargetMillis, ordered)
-			for i := range ordered {
-				buckets[i] = ordered[i].b
-			}
+			rt.ttft.reorder(ctx, reg, &req, buckets, adapter, ex)
 		}
 	}
 	var (

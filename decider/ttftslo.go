@@ -66,6 +66,20 @@ type predictedBucket struct {
 	note  string // why there is no prediction
 }
 
+// reorder puts fitting (the buckets req fits, in capacity order) in TTFT-target order in place
+// and records the predictions in ex (nil: none). Its prediction buffer lives in its own frame,
+// off the bucket loop's stack when there is no target.
+//
+//go:noinline
+func (p *ttftPreference) reorder(ctx context.Context, reg *registry.Snapshot, req *policy.Request, fitting []*bucket, adapter string, ex *explainer) {
+	var buf [16]predictedBucket
+	ordered := p.order(ctx, reg, req, fitting, adapter, buf[:0])
+	ex.ttftOrdered(req.TTFTTargetMillis, ordered)
+	for i := range ordered {
+		fitting[i] = ordered[i].b
+	}
+}
+
 // order predicts every bucket of fitting (the buckets req fits, in capacity order) and returns
 // them met-first, each part in capacity order, appended to buf[:0]. Its cost is one estimate per
 // candidate of each bucket's first stage; it allocates nothing beyond buf unless a bucket has
