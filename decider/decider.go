@@ -152,10 +152,13 @@ func (rt *runtime) resolver(d *Decider, model string) (*bucketResolver, error) {
 }
 
 // Decide runs the bucket loop: it resolves the buckets the request fits and asks each, in
-// order, for a complete selection. No candidates or an admission rejection moves to the next
-// bucket (all picks repeated there); an invalid signal, configuration or foreign pick stops with
-// KindInternal. Exhaustion returns KindUnavailable with every admission rejection met, or the last
-// stage that had no candidates. Unless DryRun, a lease is acquired on the selected engines.
+// order (capacity order; with a TTFT target and ttft_slo enabled, the buckets predicted to meet
+// it first, see ttftslo.go), for a complete selection. No candidates or an admission rejection
+// moves to the next bucket (all picks repeated there); an invalid signal, configuration or
+// foreign pick stops with KindInternal. Exhaustion returns KindUnavailable with every admission
+// rejection met, or the last stage that had no candidates; but KindInvalidArgument
+// (NO_MATCHING_BUCKET) when no fitting bucket can serve the model and another bucket can
+// (reach.go). Unless DryRun, a lease is acquired on the selected engines.
 //
 // The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
 func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {

@@ -3,6 +3,7 @@ package decider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,44 @@ ttft_slo: {enabled: true}
 				}
 			}
 		})
+	}
+}
+
+// Twenty buckets, more than the stack buffers hold: every engine but the widest bucket's has a
+// request in flight (1 s predicted each), so the widest is tried first and the rest keep
+// capacity order behind it.
+func TestDecideTTFTTargetManyBuckets(t *testing.T) {
+	t.Parallel()
+	var ws []registry.Engine
+	var cfg strings.Builder
+	cfg.WriteString("ttft_slo: {enabled: true, typical_request_tokens: 1000, default_prefill_tokens_per_s: 1000}\nbuckets:\n")
+	for i := range 20 {
+		ws = append(ws, engine(fmt.Sprintf("e%02d", i), registry.RolePlain))
+		fmt.Fprintf(&cfg, "  - {id: b%02d, limits: {max: %d}, groups: {plain: {worker_ids: [e%02d]}}}\n", i, 100+i, i)
+	}
+	f := newFixture(t, ws)
+	f.apply(cfg.String())
+	reg := f.reg.Snapshot()
+	for i := range 19 {
+		w, _ := reg.Get(fmt.Sprintf("e%02d", i))
+		if _, err := f.inf.Acquire(w.Slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 10, DryRun: true, Explain: true,
+		TTFTTargetMillis: 500, HasTTFTTarget: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, b := range dec.Explain.TTFTSLO.Buckets {
+		order = append(order, b.BucketID)
+	}
+	want := []string{"b19"}
+	for i := range 19 {
+		want = append(want, fmt.Sprintf("b%02d", i))
+	}
+	if dec.BucketID != "b19" || !cmp.Equal(want, order) {
+		t.Errorf("Decide() = %s, order %v; want b19 first, then b00..b18", dec.BucketID, order)
 	}
 }
