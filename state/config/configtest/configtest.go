@@ -226,8 +226,8 @@ func testVersionLog(t *testing.T, s config.Store) {
 	if vs[0].Summary == "" || vs[0].CreatedAt.IsZero() {
 		t.Errorf("newest entry %+v lacks a summary or a time", vs[0])
 	}
-	if vs[0].Summary != "buckets: ~three -two; workers: -a1" {
-		t.Errorf("summary of version %d = %q, want %q", vs[0].Version, vs[0].Summary, "buckets: ~three -two; workers: -a1")
+	if vs[0].Summary != "buckets: ~three -two; workers: -a1; ttft_slo changed" {
+		t.Errorf("summary of version %d = %q, want %q", vs[0].Version, vs[0].Summary, "buckets: ~three -two; workers: -a1; ttft_slo changed")
 	}
 	limited, err := s.Versions(ctx, 1)
 	if err != nil || len(limited) != 1 || limited[0].Version != s3.Version {
