@@ -68,7 +68,8 @@ type Decider struct {
 type runtime struct {
 	version int64
 	doc     *config.Document
-	models  sync.Map // model -> *bucketResolver
+	models  sync.Map        // model -> *bucketResolver
+	ttft    *ttftPreference // nil when ttft_slo is off
 }
 
 // New returns a Decider. It routes nothing until Apply installs a configuration.
@@ -89,7 +90,7 @@ func (d *Decider) Apply(snap config.Snapshot) error {
 	if err := d.Check(snap.Document); err != nil {
 		return fmt.Errorf("decider: configuration version %d: %w", snap.Version, err)
 	}
-	rt := &runtime{version: snap.Version, doc: snap.Document}
+	rt := &runtime{version: snap.Version, doc: snap.Document, ttft: newTTFTPreference(snap.Document, d.deps)}
 	for _, m := range d.reg.Snapshot().Models() {
 		r, err := d.buildResolver(snap.Document, m, false)
 		if err != nil {
@@ -151,10 +152,13 @@ func (rt *runtime) resolver(d *Decider, model string) (*bucketResolver, error) {
 }
 
 // Decide runs the bucket loop: it resolves the buckets the request fits and asks each, in
-// order, for a complete selection. No candidates or an admission rejection moves to the next
-// bucket (all picks repeated there); an invalid signal, configuration or foreign pick stops with
-// KindInternal. Exhaustion returns KindUnavailable with every admission rejection met, or the last
-// stage that had no candidates. Unless DryRun, a lease is acquired on the selected engines.
+// order (capacity order; with a TTFT target and ttft_slo enabled, the buckets predicted to meet
+// it first, see ttftslo.go), for a complete selection. No candidates or an admission rejection
+// moves to the next bucket (all picks repeated there); an invalid signal, configuration or
+// foreign pick stops with KindInternal. Exhaustion returns KindUnavailable with every admission
+// rejection met, or the last stage that had no candidates; but KindInvalidArgument
+// (NO_MATCHING_BUCKET) when no fitting bucket can serve the model and another bucket can
+// (reach.go). Unless DryRun, a lease is acquired on the selected engines.
 //
 // The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
 func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {
@@ -164,6 +168,11 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	}
 	if err := d.validate(&req); err != nil {
 		return Decision{}, err
+	}
+	if req.HasTTFTTarget && rt.ttft != nil {
+		if err := rt.ttft.checkTarget(req.TTFTTargetMillis); err != nil {
+			return Decision{}, err
+		}
 	}
 	reg := d.reg.Snapshot()
 	ar, aerr := resolveAdapter(reg, &req)
@@ -190,13 +199,25 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		ex = &explainer{}
 		tr = ex
 	}
+	// The fitting buckets in the order they are tried; on the stack for up to 16.
+	var fitBuf [16]*bucket
+	buckets := fitBuf[:0]
+	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
+		buckets = append(buckets, b)
+	}
+	if req.HasTTFTTarget {
+		if rt.ttft == nil {
+			ex.ttftDisabled(req.TTFTTargetMillis)
+		} else {
+			rt.ttft.reorder(ctx, reg, &req, buckets, adapter, ex)
+		}
+	}
 	var (
 		rejections []Rejection
 		lastEmpty  registry.Role
-		matched    bool
 	)
-	for b := range res.resolve(req.InputTokens, req.ExpectedPeakTokens, req.HasPeak) {
-		matched = true
+	matched := len(buckets) > 0
+	for _, b := range buckets {
 		ex.begin(b)
 		dec, err := b.pickEngines(ctx, reg, &req, adapter, tr)
 		if err == nil {
@@ -239,12 +260,17 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 		}
 	}
 	if !matched {
-		return Decision{}, d.noMatchingBucket(&req, res)
+		return Decision{}, d.noMatchingBucket(reg, &req, res)
 	}
 	var e *Error
-	if len(rejections) > 0 {
+	if len(rejections) == 0 {
+		e = d.tooLong(reg, &req, res)
+	}
+	switch {
+	case e != nil:
+	case len(rejections) > 0:
 		e = &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "every compatible bucket refused admission", Rejections: rejections}
-	} else {
+	default:
 		e = noCandidates(reg, req.Model, lastEmpty)
 	}
 	if ex != nil {
@@ -300,18 +326,6 @@ func unknownModel(model string, known []string) *Error {
 		hint = "known models: " + strings.Join(list, ", ")
 	}
 	return invalidArgument(reasonUnknownModel, "no engine serves model %q (%s)", model, hint)
-}
-
-func (d *Decider) noMatchingBucket(req *policy.Request, res *bucketResolver) *Error {
-	need := fmt.Sprintf("input_tokens %d", req.InputTokens)
-	if req.HasPeak {
-		need += fmt.Sprintf(" with expected_peak_tokens %d", req.ExpectedPeakTokens)
-	}
-	ids := make([]string, 0, len(res.ordered))
-	for _, b := range res.ordered {
-		ids = append(ids, b.id)
-	}
-	return invalidArgument(reasonNoMatchingBucket, "no bucket for model %q accepts %s (buckets: %s)", req.Model, need, strings.Join(ids, ", "))
 }
 
 // serves reports whether any registered engine, healthy or not, serves model in role.

@@ -43,6 +43,7 @@ const (
 	reasonTokenIDsMismatch   = "TOKEN_IDS_MISMATCH"
 	reasonNoMatchingBucket   = "NO_MATCHING_BUCKET"
 	reasonAdapterConflict    = "ADAPTER_CONFLICT"
+	reasonInvalidTTFTSLO     = "INVALID_TTFT_SLO"
 
 	reasonAdmissionRejected   = "ADMISSION_REJECTED"
 	reasonNoCandidates        = "NO_CANDIDATES"
@@ -76,6 +77,12 @@ type Error struct {
 	Stage registry.Role
 	// Rejections holds every admission refusal across all attempted buckets.
 	Rejections []Rejection
+	// Field names the request field an invalid-argument error is about, when it is about one
+	// (transports add a field violation); empty otherwise.
+	Field string
+	// Metadata is machine-readable context for the reason (NO_MATCHING_BUCKET: widest_bucket
+	// and widest_capacity_tokens); transports add it to their error details. Nil when none.
+	Metadata map[string]string
 	// Err is the underlying cause, if any.
 	Err error
 }

@@ -129,7 +129,7 @@ buckets:
 	}
 	// Output:
 	// invalid_argument NO_MATCHING_BUCKET
-	// no bucket for model "llama" accepts input_tokens 10000 (buckets: short)
+	// no bucket for model "llama" accepts input_tokens 10000 (buckets: short); the widest able to serve it, "short", takes input_tokens 0 to 4096
 }
 
 // Check refuses a document this decider cannot serve before anything changes: cache_aware needs

@@ -14,6 +14,32 @@ type Explain struct {
 	Attempts []BucketAttempt
 	// OldestLoadAge is the largest load-report age among candidates with known load.
 	OldestLoadAge time.Duration
+	// TTFTSLO is what the request's TTFT target did to the bucket order; nil without a target.
+	TTFTSLO *TTFTSLOExplain
+}
+
+// TTFTSLOExplain is the TTFT-target preference's part of an explanation.
+type TTFTSLOExplain struct {
+	// TargetMillis is the request's target.
+	TargetMillis float64
+	// Status is "ordered" (buckets ordered by prediction) or "disabled" (the configuration's
+	// ttft_slo is off; the target was ignored).
+	Status string
+	// Buckets lists every bucket the request fits in the order they were to be tried, with its
+	// prediction; empty when Status is "disabled".
+	Buckets []BucketTTFT
+}
+
+// BucketTTFT is one bucket's predicted time to first token.
+type BucketTTFT struct {
+	BucketID string
+	// Known reports whether there is a prediction; Note says why not.
+	Known bool
+	Note  string
+	// Met reports whether the prediction is at or below the target (false when unknown).
+	Met bool
+	// Prediction is the least estimate among the eligible engines of the bucket's first stage.
+	Prediction policy.TTFTPrediction
 }
 
 // BucketAttempt is one bucket's try.
@@ -108,6 +134,24 @@ func (x *explainer) done(t *policy.Trace, pick policy.Pick, err error) {
 		s.Outcome = "policy_error"
 		s.Detail = err.Error()
 	}
+}
+
+func (x *explainer) ttftDisabled(target float64) {
+	if x == nil {
+		return
+	}
+	x.ex.TTFTSLO = &TTFTSLOExplain{TargetMillis: target, Status: ttftSLODisabled}
+}
+
+func (x *explainer) ttftOrdered(target float64, ordered []predictedBucket) {
+	if x == nil {
+		return
+	}
+	t := &TTFTSLOExplain{TargetMillis: target, Status: ttftSLOOrdered, Buckets: make([]BucketTTFT, 0, len(ordered))}
+	for _, pb := range ordered {
+		t.Buckets = append(t.Buckets, BucketTTFT{BucketID: pb.b.id, Known: pb.known, Note: pb.note, Met: pb.met, Prediction: pb.pred})
+	}
+	x.ex.TTFTSLO = t
 }
 
 func (x *explainer) result() *Explain {

@@ -53,3 +53,52 @@ buckets:
 		}
 	})
 }
+
+// FuzzDecideTTFTTarget feeds arbitrary targets through the TTFT-target order: a target that is
+// not a positive number within max_target_ms is INVALID_TTFT_SLO, any other outcome is a decision
+// or a classified error, and the explained order never puts a bucket that misses the target
+// before one that meets it.
+func FuzzDecideTTFTTarget(f *testing.F) {
+	f.Add(int64(100), 500.0, true, 0)
+	f.Add(int64(5000), 0.0, true, 4)
+	f.Add(int64(1), -1.0, true, 1)
+	f.Add(int64(10), 1e300, true, 10)
+	f.Add(int64(10), 0.001, false, 10)
+	fx := newFixture(f, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)})
+	fx.apply(`
+ttft_slo: {enabled: true, max_target_ms: 10000}
+buckets:
+  - {id: small, limits: {max: 4096}, groups: {plain: {worker_ids: [a], policy: {type: ttft_aware}}}}
+  - {id: large, groups: {plain: {policy: {type: load_based}}}}
+`)
+	fx.running("a", 3)
+	f.Fuzz(func(t *testing.T, input int64, target float64, hasTarget bool, nTokens int) {
+		if nTokens < 0 || nTokens > 1<<12 {
+			nTokens = 0
+		}
+		if input >= 0 && nTokens > 0 {
+			input = int64(nTokens)
+		}
+		req := policy.Request{Model: "m", InputTokens: input, TokenIDs: make([]uint32, nTokens), DryRun: true, Explain: true,
+			TTFTTargetMillis: target, HasTTFTTarget: hasTarget}
+		dec, err := fx.d.Decide(context.Background(), req)
+		invalid := hasTarget && input >= 0 && !(target > 0 && target <= 10000)
+		var e *Error
+		switch {
+		case err == nil && invalid:
+			t.Fatalf("Decide(target %v) succeeded, want INVALID_TTFT_SLO", target)
+		case err == nil:
+			if s := dec.Explain.TTFTSLO; hasTarget {
+				for i := 1; i < len(s.Buckets); i++ {
+					if s.Buckets[i].Met && !s.Buckets[i-1].Met {
+						t.Fatalf("Decide(target %v) order %+v puts a miss before a hit", target, s.Buckets)
+					}
+				}
+			}
+		case !errors.As(err, &e) || e.Kind == KindInternal:
+			t.Fatalf("Decide(%+v) error = %v, want a classified error", req, err)
+		case invalid && e.Reason != reasonInvalidTTFTSLO:
+			t.Fatalf("Decide(target %v) = %s, want INVALID_TTFT_SLO", target, e.Reason)
+		}
+	})
+}

@@ -73,6 +73,31 @@ func (g *engineGroup) candidates(reg *registry.Snapshot, model string) []*regist
 	return engines
 }
 
+// eligible is the group's candidates for req minus req.ExcludeEngineIDs and, unless adapter is
+// "", minus engines that do not declare that adapter. It allocates only when it removes any;
+// the result must not be modified.
+func (g *engineGroup) eligible(reg *registry.Snapshot, req *policy.Request, adapter string) []*registry.Engine {
+	engines := g.candidates(reg, req.Model)
+	if exclude := req.ExcludeEngineIDs; len(exclude) > 0 || adapter != "" {
+		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Engine) bool {
+			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
+		})
+	}
+	return engines
+}
+
+// hasEngineFor reports whether any registered engine of model in the group's role is a member,
+// healthy or not, drained or not: whether the group can ever serve the model without a change
+// to the registry or the configuration.
+func (g *engineGroup) hasEngineFor(reg *registry.Snapshot, model string) bool {
+	for _, w := range reg.Engines() {
+		if w.Role == g.role && slices.Contains(w.Models, model) && g.member(w.ID) {
+			return true
+		}
+	}
+	return false
+}
+
 // pick selects one engine for req among the group's candidates minus req.ExcludeEngineIDs
 // (engines the caller already failed on) and, unless adapter is "", minus engines that do not
 // declare that LoRA adapter. It returns policy.ErrNoCandidates without invoking the policy when
@@ -80,12 +105,7 @@ func (g *engineGroup) candidates(reg *registry.Snapshot, model string) []*regist
 // engine that is not one of the candidates it was given (compared by identity, so a newly
 // allocated engine with a candidate's id is rejected too).
 func (g *engineGroup) pick(ctx context.Context, reg *registry.Snapshot, req policy.Request, adapter string) (policy.Pick, error) {
-	engines := g.candidates(reg, req.Model)
-	if exclude := req.ExcludeEngineIDs; len(exclude) > 0 || adapter != "" {
-		engines = slices.DeleteFunc(slices.Clone(engines), func(w *registry.Engine) bool {
-			return slices.Contains(exclude, w.ID) || !servesAdapter(w, adapter)
-		})
-	}
+	engines := g.eligible(reg, &req, adapter)
 	if len(engines) == 0 {
 		return policy.Pick{}, policy.ErrNoCandidates
 	}

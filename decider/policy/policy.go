@@ -72,6 +72,12 @@ type Request struct {
 	// ExcludeEngineIDs are engines the caller already failed on (one retry); no group offers
 	// them to its policy.
 	ExcludeEngineIDs []string
+	// TTFTTargetMillis is the request's time-to-first-token target in milliseconds, valid only
+	// when HasTTFTTarget. The decider orders buckets by it when the configuration enables
+	// ttft_slo (and refuses a target that is not positive, finite and within
+	// ttft_slo.max_target_ms); otherwise it is ignored. Policies do not read it.
+	TTFTTargetMillis float64
+	HasTTFTTarget    bool
 
 	// Stage is the role of the group being asked: plain, prefill or decode (attempt field).
 	Stage registry.Role

@@ -50,6 +50,9 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 	if in.ExpectedPeakTokens != nil {
 		req.ExpectedPeakTokens, req.HasPeak = *in.ExpectedPeakTokens, true
 	}
+	if in.TtftSloMs != nil {
+		req.TTFTTargetMillis, req.HasTTFTTarget = *in.TtftSloMs, true
+	}
 	dec, err := s.d.Decide(ctx, req)
 	s.metrics.observeDecide(time.Since(start), dec.BucketID, err, &dec)
 	if err != nil {
@@ -168,7 +171,26 @@ func explainToProto(e *decider.Explain) *sluicev1.Explain {
 		}
 		out.Attempts = append(out.Attempts, pa)
 	}
+	if t := e.TTFTSLO; t != nil {
+		pt := &sluicev1.TTFTSLOExplain{TargetMs: t.TargetMillis, Status: t.Status}
+		for _, b := range t.Buckets {
+			pb := &sluicev1.BucketTTFT{BucketId: b.BucketID, Met: b.Met, Note: b.Note}
+			if b.Known {
+				pb.PredictedTtft = durationpb.New(b.Prediction.TTFT.Estimate)
+				pb.EngineId = b.Prediction.Engine.ID
+				pb.Estimate = ttftToProto(b.Prediction.TTFT)
+			}
+			pt.Buckets = append(pt.Buckets, pb)
+		}
+		out.TtftSlo = pt
+	}
 	return out
+}
+
+func ttftToProto(t policy.TTFTParts) *sluicev1.TTFTEstimate {
+	return &sluicev1.TTFTEstimate{Estimate: durationpb.New(t.Estimate), Queue: durationpb.New(t.Queue),
+		SlotWait: durationpb.New(t.SlotWait), OwnPrefill: durationpb.New(t.OwnPrefill), QueueTokens: t.QueueTokens,
+		QueueFrom: t.QueueFrom, PrefillTokensPerS: t.Rate, PrefillRateDefault: t.RateDefault, BatchFull: t.BatchFull}
 }
 
 func candidateToProto(c policy.CandidateNote) *sluicev1.CandidateInfo {
@@ -181,6 +203,9 @@ func candidateToProto(c policy.CandidateNote) *sluicev1.CandidateInfo {
 		pc.KvUsedTokens = c.Load.KVUsedTokens
 		pc.KvCapacityTokens = c.Load.KVCapacityTokens
 		pc.WaitingUncachedTokens = c.Load.WaitingUncachedTokens
+	}
+	if c.TTFT != (policy.TTFTParts{}) {
+		pc.Ttft = ttftToProto(c.TTFT)
 	}
 	return pc
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"time"
@@ -101,10 +102,18 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		return codes.NotFound, err.Error(), []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: "CONFIG_VERSION_NOT_FOUND", Domain: errorDomain}}
 	case errors.As(err, &e):
 		info := &errdetails.ErrorInfo{Reason: e.Reason, Domain: errorDomain}
-		if e.Stage != 0 {
-			info.Metadata = map[string]string{"stage": e.Stage.String()}
+		if e.Stage != 0 || e.Metadata != nil {
+			info.Metadata = make(map[string]string, len(e.Metadata)+1)
+			maps.Copy(info.Metadata, e.Metadata)
+			if e.Stage != 0 {
+				info.Metadata["stage"] = e.Stage.String()
+			}
 		}
 		details := []protoadapt.MessageV1{info}
+		if e.Field != "" {
+			details = append(details, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+				{Field: e.Field, Description: e.Message}}})
+		}
 		if len(e.Rejections) > 0 {
 			rj := &sluicev1.AdmissionRejections{}
 			for _, r := range e.Rejections {

@@ -101,6 +101,7 @@ func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, req
 		RequestId:          requestID,
 		LoraName:           f.lora,
 		CacheSalt:          f.cacheSalt,
+		TtftSloMs:          ttftSLO(h),
 	}, nil
 }
 

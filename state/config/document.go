@@ -41,6 +41,9 @@ type Document struct {
 	DefaultPolicy *StagePolicies `json:"default_policy,omitempty" yaml:"default_policy,omitempty"`
 	// Models holds per-model overrides of DefaultPolicy, keyed by model id.
 	Models map[string]ModelSpec `json:"models,omitempty" yaml:"models,omitempty"`
+	// TTFTSLO, when set, configures the time-to-first-token preference of
+	// the bucket order (ttftslo.go); nil is off.
+	TTFTSLO *TTFTSLOSpec `json:"ttft_slo,omitempty" yaml:"ttft_slo,omitempty"`
 }
 
 // IsEmpty reports whether d sets nothing at all: what an empty body, {}, null
@@ -49,7 +52,7 @@ type Document struct {
 // one with [EmptyDocumentError]: it is almost always a mistake that would
 // wipe the configuration.
 func (d *Document) IsEmpty() bool {
-	return d == nil || (d.Engines == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil)
+	return d == nil || (d.Engines == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil && d.TTFTSLO == nil)
 }
 
 // ModelSpec holds settings for one model.
@@ -218,7 +221,7 @@ func (d *Document) Clone() *Document {
 	if d == nil {
 		return nil
 	}
-	out := &Document{DefaultPolicy: d.DefaultPolicy.clone()}
+	out := &Document{DefaultPolicy: d.DefaultPolicy.clone(), TTFTSLO: d.TTFTSLO.clone()}
 	if d.Engines != nil {
 		out.Engines = make([]EngineSpec, len(d.Engines))
 		for i, w := range d.Engines {

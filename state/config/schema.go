@@ -17,6 +17,7 @@ var documentFields = []field[Document]{
 	{"models", func(d *decoder, doc *Document, v *node, p string) {
 		doc.Models = mapOf(d, v, p, "a mapping of model id to settings", d.model)
 	}},
+	ttftSLOField,
 }
 
 // documentKeys are the top-level keys.

@@ -129,6 +129,9 @@ func Summarize(prev, next *Document) string {
 	if encodeJSON(pp.Models) != encodeJSON(np.Models) {
 		parts = append(parts, "models changed")
 	}
+	if encodeJSON(pp.TTFTSLO) != encodeJSON(np.TTFTSLO) {
+		parts = append(parts, "ttft_slo changed")
+	}
 	if len(parts) == 0 {
 		if !sameDocument(prev, next) {
 			return "document changed"

@@ -26,6 +26,7 @@ func TestSummarize(t *testing.T) {
 		{"same", withEngines("a"), withEngines("a"), "no changes"},
 		{"policy and models", &Document{}, &Document{DefaultPolicy: &StagePolicies{}, Models: map[string]ModelSpec{"m": {}}},
 			"default_policy changed; models changed"},
+		{"ttft_slo", &Document{}, &Document{TTFTSLO: &TTFTSLOSpec{Enabled: ptr(true)}}, "ttft_slo changed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

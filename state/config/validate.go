@@ -74,6 +74,7 @@ func (v *validator) document(d *Document) {
 		}
 		v.stagePolicies(d.Models[name].DefaultPolicy, join(p, "default_policy"))
 	}
+	v.ttftSLO(d.TTFTSLO)
 }
 
 func (v *validator) engineList(ws []EngineSpec) {

@@ -144,6 +144,35 @@ func Reason(err error) string {
 	return ""
 }
 
+// Metadata returns the ErrorInfo metadata of a decider error, or nil. NO_MATCHING_BUCKET
+// carries "widest_bucket" and "widest_capacity_tokens" (a number, or "unbounded"): the largest
+// request the model's buckets take; stage errors carry "stage".
+func Metadata(err error) map[string]string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetMetadata()
+		}
+	}
+	return nil
+}
+
+// FieldViolations returns the request fields a decider error names (google.rpc.BadRequest),
+// each with what is wrong with it, e.g. "ttft_slo_ms"; nil when it names none.
+func FieldViolations(err error) map[string]string {
+	var out map[string]string
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[v.GetField()] = v.GetDescription()
+			}
+		}
+	}
+	return out
+}
+
 // RetryDelay returns the retry hint (google.rpc.RetryInfo) an error carries, or 0.
 func RetryDelay(err error) time.Duration {
 	for _, d := range status.Convert(err).Details() {

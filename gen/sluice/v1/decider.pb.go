@@ -184,7 +184,18 @@ type DecideRequest struct {
 	LoraName string `protobuf:"bytes,11,opt,name=lora_name,json=loraName,proto3" json:"lora_name,omitempty"`
 	// The cache salt that isolates this request's cached blocks from other
 	// tenants (SGLang cache_salt, vLLM cache_salt). Empty means none.
-	CacheSalt     string `protobuf:"bytes,12,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	CacheSalt string `protobuf:"bytes,12,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	// The request's time-to-first-token target in milliseconds (the gateway
+	// maps its x-ttft-slo-ms header here). When the configuration enables
+	// ttft_slo, the buckets whose predicted time to first token meets the
+	// target are tried first, the rest after them, each part in capacity
+	// order. It must then be a positive finite number no larger than
+	// ttft_slo.max_target_ms, or the call fails with INVALID_ARGUMENT
+	// (INVALID_TTFT_SLO). When the configuration does not enable ttft_slo it
+	// is ignored, whatever its value (NaN included: the gateway sends NaN for
+	// a header that is not a number, so that the decider decides whether that
+	// matters). Unset means no target.
+	TtftSloMs     *float64 `protobuf:"fixed64,13,opt,name=ttft_slo_ms,json=ttftSloMs,proto3,oneof" json:"ttft_slo_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +312,13 @@ func (x *DecideRequest) GetCacheSalt() string {
 		return x.CacheSalt
 	}
 	return ""
+}
+
+func (x *DecideRequest) GetTtftSloMs() float64 {
+	if x != nil && x.TtftSloMs != nil {
+		return *x.TtftSloMs
+	}
+	return 0
 }
 
 // DecideResponse is the decision for one request.
@@ -632,6 +650,9 @@ type Explain struct {
 	Attempts []*BucketAttempt `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// The age of the oldest engine load report the decision relied on.
 	OldestLoadAge *durationpb.Duration `protobuf:"bytes,2,opt,name=oldest_load_age,json=oldestLoadAge,proto3" json:"oldest_load_age,omitempty"`
+	// How the request's ttft_slo_ms shaped the bucket order; unset when the
+	// request carried no target.
+	TtftSlo       *TTFTSLOExplain `protobuf:"bytes,3,opt,name=ttft_slo,json=ttftSlo,proto3" json:"ttft_slo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,6 +701,301 @@ func (x *Explain) GetOldestLoadAge() *durationpb.Duration {
 	return nil
 }
 
+func (x *Explain) GetTtftSlo() *TTFTSLOExplain {
+	if x != nil {
+		return x.TtftSlo
+	}
+	return nil
+}
+
+// TTFTSLOExplain is what the time-to-first-token preference did with a
+// request's target.
+type TTFTSLOExplain struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's ttft_slo_ms.
+	TargetMs float64 `protobuf:"fixed64,1,opt,name=target_ms,json=targetMs,proto3" json:"target_ms,omitempty"`
+	// "ordered": buckets were ordered by predicted time to first token;
+	// "disabled": the configuration does not enable ttft_slo, so the target
+	// was ignored and buckets kept capacity order.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Every bucket the request fits, in the order they were to be tried, with
+	// its prediction; empty when status is "disabled".
+	Buckets       []*BucketTTFT `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TTFTSLOExplain) Reset() {
+	*x = TTFTSLOExplain{}
+	mi := &file_sluice_v1_decider_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TTFTSLOExplain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TTFTSLOExplain) ProtoMessage() {}
+
+func (x *TTFTSLOExplain) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_decider_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TTFTSLOExplain.ProtoReflect.Descriptor instead.
+func (*TTFTSLOExplain) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TTFTSLOExplain) GetTargetMs() float64 {
+	if x != nil {
+		return x.TargetMs
+	}
+	return 0
+}
+
+func (x *TTFTSLOExplain) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TTFTSLOExplain) GetBuckets() []*BucketTTFT {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+// BucketTTFT is one bucket's predicted time to first token for a request:
+// the least ttft_aware estimate among the eligible engines of its plain
+// group, or of its prefill group for a disaggregated bucket.
+type BucketTTFT struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bucket's id.
+	BucketId string `protobuf:"bytes,1,opt,name=bucket_id,json=bucketId,proto3" json:"bucket_id,omitempty"`
+	// The least estimate; unset when the bucket had no eligible engine.
+	PredictedTtft *durationpb.Duration `protobuf:"bytes,2,opt,name=predicted_ttft,json=predictedTtft,proto3" json:"predicted_ttft,omitempty"`
+	// Whether predicted_ttft is at or below the target. False when there is
+	// no prediction.
+	Met bool `protobuf:"varint,3,opt,name=met,proto3" json:"met,omitempty"`
+	// The engine the least estimate belongs to; empty without a prediction.
+	EngineId string `protobuf:"bytes,4,opt,name=engine_id,json=engineId,proto3" json:"engine_id,omitempty"`
+	// The estimate's parts on that engine; unset without a prediction.
+	Estimate *TTFTEstimate `protobuf:"bytes,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	// Why there is no prediction, for example "no eligible prefill engine";
+	// empty when there is one.
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketTTFT) Reset() {
+	*x = BucketTTFT{}
+	mi := &file_sluice_v1_decider_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketTTFT) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketTTFT) ProtoMessage() {}
+
+func (x *BucketTTFT) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_decider_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketTTFT.ProtoReflect.Descriptor instead.
+func (*BucketTTFT) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BucketTTFT) GetBucketId() string {
+	if x != nil {
+		return x.BucketId
+	}
+	return ""
+}
+
+func (x *BucketTTFT) GetPredictedTtft() *durationpb.Duration {
+	if x != nil {
+		return x.PredictedTtft
+	}
+	return nil
+}
+
+func (x *BucketTTFT) GetMet() bool {
+	if x != nil {
+		return x.Met
+	}
+	return false
+}
+
+func (x *BucketTTFT) GetEngineId() string {
+	if x != nil {
+		return x.EngineId
+	}
+	return ""
+}
+
+func (x *BucketTTFT) GetEstimate() *TTFTEstimate {
+	if x != nil {
+		return x.Estimate
+	}
+	return nil
+}
+
+func (x *BucketTTFT) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// TTFTEstimate is one engine's estimated time to first token for a request,
+// as ttft_aware computes it: estimate = queue + slot_wait + own_prefill.
+type TTFTEstimate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The whole estimate.
+	Estimate *durationpb.Duration `protobuf:"bytes,1,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	// The time to prefill the tokens queued ahead: queue_tokens divided by
+	// prefill_tokens_per_s.
+	Queue *durationpb.Duration `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The time to wait for a batch slot on an engine that would queue the
+	// request; zero otherwise, or when it cannot be measured.
+	SlotWait *durationpb.Duration `protobuf:"bytes,3,opt,name=slot_wait,json=slotWait,proto3" json:"slot_wait,omitempty"`
+	// The time to prefill this request's own uncached tokens on one rank.
+	OwnPrefill *durationpb.Duration `protobuf:"bytes,4,opt,name=own_prefill,json=ownPrefill,proto3" json:"own_prefill,omitempty"`
+	// The prefill tokens ahead, dispatches since the load report included.
+	QueueTokens int64 `protobuf:"varint,5,opt,name=queue_tokens,json=queueTokens,proto3" json:"queue_tokens,omitempty"`
+	// Where queue_tokens came from: "reported pending prefill", "waiting
+	// requests × typical_request_tokens" or "in-flight ×
+	// typical_request_tokens (load unknown)".
+	QueueFrom string `protobuf:"bytes,6,opt,name=queue_from,json=queueFrom,proto3" json:"queue_from,omitempty"`
+	// The engine prefill throughput used, in tokens per second.
+	PrefillTokensPerS float64 `protobuf:"fixed64,7,opt,name=prefill_tokens_per_s,json=prefillTokensPerS,proto3" json:"prefill_tokens_per_s,omitempty"`
+	// True when the engine reported no throughput and
+	// default_prefill_tokens_per_s × ranks was assumed.
+	PrefillRateDefault bool `protobuf:"varint,8,opt,name=prefill_rate_default,json=prefillRateDefault,proto3" json:"prefill_rate_default,omitempty"`
+	// True when the engine would queue the request (waiting requests, or no
+	// free batch slot).
+	BatchFull     bool `protobuf:"varint,9,opt,name=batch_full,json=batchFull,proto3" json:"batch_full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TTFTEstimate) Reset() {
+	*x = TTFTEstimate{}
+	mi := &file_sluice_v1_decider_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TTFTEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TTFTEstimate) ProtoMessage() {}
+
+func (x *TTFTEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_decider_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TTFTEstimate.ProtoReflect.Descriptor instead.
+func (*TTFTEstimate) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TTFTEstimate) GetEstimate() *durationpb.Duration {
+	if x != nil {
+		return x.Estimate
+	}
+	return nil
+}
+
+func (x *TTFTEstimate) GetQueue() *durationpb.Duration {
+	if x != nil {
+		return x.Queue
+	}
+	return nil
+}
+
+func (x *TTFTEstimate) GetSlotWait() *durationpb.Duration {
+	if x != nil {
+		return x.SlotWait
+	}
+	return nil
+}
+
+func (x *TTFTEstimate) GetOwnPrefill() *durationpb.Duration {
+	if x != nil {
+		return x.OwnPrefill
+	}
+	return nil
+}
+
+func (x *TTFTEstimate) GetQueueTokens() int64 {
+	if x != nil {
+		return x.QueueTokens
+	}
+	return 0
+}
+
+func (x *TTFTEstimate) GetQueueFrom() string {
+	if x != nil {
+		return x.QueueFrom
+	}
+	return ""
+}
+
+func (x *TTFTEstimate) GetPrefillTokensPerS() float64 {
+	if x != nil {
+		return x.PrefillTokensPerS
+	}
+	return 0
+}
+
+func (x *TTFTEstimate) GetPrefillRateDefault() bool {
+	if x != nil {
+		return x.PrefillRateDefault
+	}
+	return false
+}
+
+func (x *TTFTEstimate) GetBatchFull() bool {
+	if x != nil {
+		return x.BatchFull
+	}
+	return false
+}
+
 // BucketAttempt is one bucket the decider tried.
 type BucketAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -699,7 +1015,7 @@ type BucketAttempt struct {
 
 func (x *BucketAttempt) Reset() {
 	*x = BucketAttempt{}
-	mi := &file_sluice_v1_decider_proto_msgTypes[6]
+	mi := &file_sluice_v1_decider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1027,7 @@ func (x *BucketAttempt) String() string {
 func (*BucketAttempt) ProtoMessage() {}
 
 func (x *BucketAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_decider_proto_msgTypes[6]
+	mi := &file_sluice_v1_decider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1040,7 @@ func (x *BucketAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketAttempt.ProtoReflect.Descriptor instead.
 func (*BucketAttempt) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BucketAttempt) GetBucketId() string {
@@ -783,7 +1099,7 @@ type StageAttempt struct {
 
 func (x *StageAttempt) Reset() {
 	*x = StageAttempt{}
-	mi := &file_sluice_v1_decider_proto_msgTypes[7]
+	mi := &file_sluice_v1_decider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +1111,7 @@ func (x *StageAttempt) String() string {
 func (*StageAttempt) ProtoMessage() {}
 
 func (x *StageAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_decider_proto_msgTypes[7]
+	mi := &file_sluice_v1_decider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1124,7 @@ func (x *StageAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageAttempt.ProtoReflect.Descriptor instead.
 func (*StageAttempt) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StageAttempt) GetRole() Role {
@@ -897,17 +1213,22 @@ type CandidateInfo struct {
 	// Free-form diagnostic note, for example "excluded by caller" or "stale
 	// load".
 	Note string `protobuf:"bytes,11,opt,name=note,proto3" json:"note,omitempty"`
-	// For a cache-aware holder: the prefix tokens it already holds.
+	// For a cache-aware holder or a ttft_aware candidate: the prefix tokens it
+	// already holds.
 	MatchedTokens int64 `protobuf:"varint,12,opt,name=matched_tokens,json=matchedTokens,proto3" json:"matched_tokens,omitempty"`
-	// For a cache-aware holder: the input tokens it would still have to prefill.
+	// For a cache-aware holder or a ttft_aware candidate: the input tokens it
+	// would still have to prefill.
 	UncachedTokens int64 `protobuf:"varint,13,opt,name=uncached_tokens,json=uncachedTokens,proto3" json:"uncached_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For a ttft_aware candidate: its estimated time to first token and the
+	// estimate's parts; unset for other policies.
+	Ttft          *TTFTEstimate `protobuf:"bytes,14,opt,name=ttft,proto3" json:"ttft,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CandidateInfo) Reset() {
 	*x = CandidateInfo{}
-	mi := &file_sluice_v1_decider_proto_msgTypes[8]
+	mi := &file_sluice_v1_decider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1240,7 @@ func (x *CandidateInfo) String() string {
 func (*CandidateInfo) ProtoMessage() {}
 
 func (x *CandidateInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_decider_proto_msgTypes[8]
+	mi := &file_sluice_v1_decider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1253,7 @@ func (x *CandidateInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CandidateInfo.ProtoReflect.Descriptor instead.
 func (*CandidateInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CandidateInfo) GetEngineId() string {
@@ -1026,6 +1347,13 @@ func (x *CandidateInfo) GetUncachedTokens() int64 {
 	return 0
 }
 
+func (x *CandidateInfo) GetTtft() *TTFTEstimate {
+	if x != nil {
+		return x.Ttft
+	}
+	return nil
+}
+
 // ReleaseRequest closes a lease.
 type ReleaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1042,7 +1370,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_sluice_v1_decider_proto_msgTypes[9]
+	mi := &file_sluice_v1_decider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1382,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_decider_proto_msgTypes[9]
+	mi := &file_sluice_v1_decider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1395,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetLeaseId() string {
@@ -1103,7 +1431,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_sluice_v1_decider_proto_msgTypes[10]
+	mi := &file_sluice_v1_decider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1443,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_decider_proto_msgTypes[10]
+	mi := &file_sluice_v1_decider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1456,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_decider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseResponse) GetReleased() bool {
@@ -1142,7 +1470,7 @@ var File_sluice_v1_decider_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
+	"\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x03\n" +
 	"\rDecideRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x125\n" +
@@ -1160,8 +1488,10 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	" \x03(\tR\x10excludeEngineIds\x12\x1b\n" +
 	"\tlora_name\x18\v \x01(\tR\bloraName\x12\x1d\n" +
 	"\n" +
-	"cache_salt\x18\f \x01(\tR\tcacheSaltB\x17\n" +
-	"\x15_expected_peak_tokens\"\x8e\x02\n" +
+	"cache_salt\x18\f \x01(\tR\tcacheSalt\x12#\n" +
+	"\vttft_slo_ms\x18\r \x01(\x01H\x01R\tttftSloMs\x88\x01\x01B\x17\n" +
+	"\x15_expected_peak_tokensB\x0e\n" +
+	"\f_ttft_slo_ms\"\x8e\x02\n" +
 	"\x0eDecideResponse\x12\x1b\n" +
 	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x03R\rconfigVersion\x12)\n" +
@@ -1183,10 +1513,36 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12%\n" +
 	"\x0ebootstrap_port\x18\x04 \x01(\rR\rbootstrapPort\x12#\n" +
-	"\x04role\x18\x05 \x01(\x0e2\x0f.sluice.v1.RoleR\x04role\"\x82\x01\n" +
+	"\x04role\x18\x05 \x01(\x0e2\x0f.sluice.v1.RoleR\x04role\"\xb8\x01\n" +
 	"\aExplain\x124\n" +
 	"\battempts\x18\x01 \x03(\v2\x18.sluice.v1.BucketAttemptR\battempts\x12A\n" +
-	"\x0foldest_load_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\roldestLoadAge\"\x93\x01\n" +
+	"\x0foldest_load_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\roldestLoadAge\x124\n" +
+	"\bttft_slo\x18\x03 \x01(\v2\x19.sluice.v1.TTFTSLOExplainR\attftSlo\"v\n" +
+	"\x0eTTFTSLOExplain\x12\x1b\n" +
+	"\ttarget_ms\x18\x01 \x01(\x01R\btargetMs\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12/\n" +
+	"\abuckets\x18\x03 \x03(\v2\x15.sluice.v1.BucketTTFTR\abuckets\"\xe3\x01\n" +
+	"\n" +
+	"BucketTTFT\x12\x1b\n" +
+	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12@\n" +
+	"\x0epredicted_ttft\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rpredictedTtft\x12\x10\n" +
+	"\x03met\x18\x03 \x01(\bR\x03met\x12\x1b\n" +
+	"\tengine_id\x18\x04 \x01(\tR\bengineId\x123\n" +
+	"\bestimate\x18\x05 \x01(\v2\x17.sluice.v1.TTFTEstimateR\bestimate\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"\xae\x03\n" +
+	"\fTTFTEstimate\x125\n" +
+	"\bestimate\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bestimate\x12/\n" +
+	"\x05queue\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05queue\x126\n" +
+	"\tslot_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bslotWait\x12:\n" +
+	"\vown_prefill\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"ownPrefill\x12!\n" +
+	"\fqueue_tokens\x18\x05 \x01(\x03R\vqueueTokens\x12\x1d\n" +
+	"\n" +
+	"queue_from\x18\x06 \x01(\tR\tqueueFrom\x12/\n" +
+	"\x14prefill_tokens_per_s\x18\a \x01(\x01R\x11prefillTokensPerS\x120\n" +
+	"\x14prefill_rate_default\x18\b \x01(\bR\x12prefillRateDefault\x12\x1d\n" +
+	"\n" +
+	"batch_full\x18\t \x01(\bR\tbatchFull\"\x93\x01\n" +
 	"\rBucketAttempt\x12\x1b\n" +
 	"\tbucket_id\x18\x01 \x01(\tR\bbucketId\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x18\n" +
@@ -1202,7 +1558,7 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	"\x10picked_engine_id\x18\x05 \x01(\tR\x0epickedEngineId\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06detail\x18\a \x01(\tR\x06detail\x12#\n" +
-	"\rprefix_lookup\x18\b \x01(\tR\fprefixLookup\"\x92\x04\n" +
+	"\rprefix_lookup\x18\b \x01(\tR\fprefixLookup\"\xbf\x04\n" +
 	"\rCandidateInfo\x12\x1b\n" +
 	"\tengine_id\x18\x01 \x01(\tR\bengineId\x12\x1d\n" +
 	"\n" +
@@ -1218,7 +1574,8 @@ const file_sluice_v1_decider_proto_rawDesc = "" +
 	" \x01(\tR\trejection\x12\x12\n" +
 	"\x04note\x18\v \x01(\tR\x04note\x12%\n" +
 	"\x0ematched_tokens\x18\f \x01(\x03R\rmatchedTokens\x12'\n" +
-	"\x0funcached_tokens\x18\r \x01(\x03R\x0euncachedTokens\"\x8c\x01\n" +
+	"\x0funcached_tokens\x18\r \x01(\x03R\x0euncachedTokens\x12+\n" +
+	"\x04ttft\x18\x0e \x01(\v2\x17.sluice.v1.TTFTEstimateR\x04ttft\"\x8c\x01\n" +
 	"\x0eReleaseRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x123\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x19.sluice.v1.ReleaseOutcomeR\aoutcome\x12*\n" +
@@ -1253,7 +1610,7 @@ func file_sluice_v1_decider_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_decider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_decider_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_sluice_v1_decider_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_decider_proto_goTypes = []any{
 	(Role)(0),                     // 0: sluice.v1.Role
 	(ReleaseOutcome)(0),           // 1: sluice.v1.ReleaseOutcome
@@ -1263,39 +1620,51 @@ var file_sluice_v1_decider_proto_goTypes = []any{
 	(*PrefillDecodePick)(nil),     // 5: sluice.v1.PrefillDecodePick
 	(*EnginePick)(nil),            // 6: sluice.v1.EnginePick
 	(*Explain)(nil),               // 7: sluice.v1.Explain
-	(*BucketAttempt)(nil),         // 8: sluice.v1.BucketAttempt
-	(*StageAttempt)(nil),          // 9: sluice.v1.StageAttempt
-	(*CandidateInfo)(nil),         // 10: sluice.v1.CandidateInfo
-	(*ReleaseRequest)(nil),        // 11: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 12: sluice.v1.ReleaseResponse
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*TTFTSLOExplain)(nil),        // 8: sluice.v1.TTFTSLOExplain
+	(*BucketTTFT)(nil),            // 9: sluice.v1.BucketTTFT
+	(*TTFTEstimate)(nil),          // 10: sluice.v1.TTFTEstimate
+	(*BucketAttempt)(nil),         // 11: sluice.v1.BucketAttempt
+	(*StageAttempt)(nil),          // 12: sluice.v1.StageAttempt
+	(*CandidateInfo)(nil),         // 13: sluice.v1.CandidateInfo
+	(*ReleaseRequest)(nil),        // 14: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 15: sluice.v1.ReleaseResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_sluice_v1_decider_proto_depIdxs = []int32{
 	4,  // 0: sluice.v1.DecideResponse.pick:type_name -> sluice.v1.BucketPick
-	13, // 1: sluice.v1.DecideResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	16, // 1: sluice.v1.DecideResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	7,  // 2: sluice.v1.DecideResponse.explain:type_name -> sluice.v1.Explain
 	6,  // 3: sluice.v1.BucketPick.plain:type_name -> sluice.v1.EnginePick
 	5,  // 4: sluice.v1.BucketPick.pd:type_name -> sluice.v1.PrefillDecodePick
 	6,  // 5: sluice.v1.PrefillDecodePick.prefill:type_name -> sluice.v1.EnginePick
 	6,  // 6: sluice.v1.PrefillDecodePick.decode:type_name -> sluice.v1.EnginePick
 	0,  // 7: sluice.v1.EnginePick.role:type_name -> sluice.v1.Role
-	8,  // 8: sluice.v1.Explain.attempts:type_name -> sluice.v1.BucketAttempt
-	14, // 9: sluice.v1.Explain.oldest_load_age:type_name -> google.protobuf.Duration
-	9,  // 10: sluice.v1.BucketAttempt.stages:type_name -> sluice.v1.StageAttempt
-	0,  // 11: sluice.v1.StageAttempt.role:type_name -> sluice.v1.Role
-	10, // 12: sluice.v1.StageAttempt.candidates:type_name -> sluice.v1.CandidateInfo
-	14, // 13: sluice.v1.CandidateInfo.load_age:type_name -> google.protobuf.Duration
-	1,  // 14: sluice.v1.ReleaseRequest.outcome:type_name -> sluice.v1.ReleaseOutcome
-	2,  // 15: sluice.v1.DeciderService.Decide:input_type -> sluice.v1.DecideRequest
-	11, // 16: sluice.v1.DeciderService.Release:input_type -> sluice.v1.ReleaseRequest
-	3,  // 17: sluice.v1.DeciderService.Decide:output_type -> sluice.v1.DecideResponse
-	12, // 18: sluice.v1.DeciderService.Release:output_type -> sluice.v1.ReleaseResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 8: sluice.v1.Explain.attempts:type_name -> sluice.v1.BucketAttempt
+	17, // 9: sluice.v1.Explain.oldest_load_age:type_name -> google.protobuf.Duration
+	8,  // 10: sluice.v1.Explain.ttft_slo:type_name -> sluice.v1.TTFTSLOExplain
+	9,  // 11: sluice.v1.TTFTSLOExplain.buckets:type_name -> sluice.v1.BucketTTFT
+	17, // 12: sluice.v1.BucketTTFT.predicted_ttft:type_name -> google.protobuf.Duration
+	10, // 13: sluice.v1.BucketTTFT.estimate:type_name -> sluice.v1.TTFTEstimate
+	17, // 14: sluice.v1.TTFTEstimate.estimate:type_name -> google.protobuf.Duration
+	17, // 15: sluice.v1.TTFTEstimate.queue:type_name -> google.protobuf.Duration
+	17, // 16: sluice.v1.TTFTEstimate.slot_wait:type_name -> google.protobuf.Duration
+	17, // 17: sluice.v1.TTFTEstimate.own_prefill:type_name -> google.protobuf.Duration
+	12, // 18: sluice.v1.BucketAttempt.stages:type_name -> sluice.v1.StageAttempt
+	0,  // 19: sluice.v1.StageAttempt.role:type_name -> sluice.v1.Role
+	13, // 20: sluice.v1.StageAttempt.candidates:type_name -> sluice.v1.CandidateInfo
+	17, // 21: sluice.v1.CandidateInfo.load_age:type_name -> google.protobuf.Duration
+	10, // 22: sluice.v1.CandidateInfo.ttft:type_name -> sluice.v1.TTFTEstimate
+	1,  // 23: sluice.v1.ReleaseRequest.outcome:type_name -> sluice.v1.ReleaseOutcome
+	2,  // 24: sluice.v1.DeciderService.Decide:input_type -> sluice.v1.DecideRequest
+	14, // 25: sluice.v1.DeciderService.Release:input_type -> sluice.v1.ReleaseRequest
+	3,  // 26: sluice.v1.DeciderService.Decide:output_type -> sluice.v1.DecideResponse
+	15, // 27: sluice.v1.DeciderService.Release:output_type -> sluice.v1.ReleaseResponse
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_decider_proto_init() }
@@ -1314,7 +1683,7 @@ func file_sluice_v1_decider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_decider_proto_rawDesc), len(file_sluice_v1_decider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
