@@ -49,6 +49,8 @@ source "$ROOT/scripts/lib/vllm.sh"
 source "$ROOT/scripts/lib/schemathesis.sh"
 # shellcheck source=lib/pyenv.sh
 source "$ROOT/scripts/lib/pyenv.sh"
+# shellcheck source=lib/clients.sh
+source "$ROOT/scripts/lib/clients.sh"
 
 STEP="setup"
 DONE=()
@@ -190,6 +192,12 @@ else
     STEP="python venv"
     pyenv_setup
     DONE+=("pyenv")
+  fi
+  # The Python and TypeScript clients' tools (tests/clients), cached; only when it runs.
+  if clients_wanted "${PKGS[@]}"; then
+    STEP="clients tools"
+    clients_venv_setup && clients_node_setup && export SLUICE_TEST_CLIENTS_PYTHON="$SLUICE_CLIENTS_PYTHON"
+    DONE+=("clients-tools")
   fi
 fi
 
