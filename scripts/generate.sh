@@ -41,9 +41,9 @@ import _ "embed"
 var SluiceJSON []byte
 GO
 # The Python and TypeScript clients' generated code (scripts/lib/clients.sh).
-# shellcheck source=lib/common.sh
+# shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
-# shellcheck source=lib/clients.sh
+# shellcheck source=scripts/lib/clients.sh
 source scripts/lib/clients.sh
 clients_generate
 

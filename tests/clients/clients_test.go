@@ -156,6 +156,26 @@ func need(t *testing.T, what, hint string) {
 	t.Skipf("%s: %s", what, hint)
 }
 
+// copyPythonPackage copies what pip builds clients/python from (pyproject.toml, README.md,
+// src/) into a temporary directory and returns it.
+func copyPythonPackage(t *testing.T, dir string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "python")
+	if err := os.CopyFS(filepath.Join(dst, "src"), os.DirFS(filepath.Join(dir, "src"))); err != nil {
+		t.Fatalf("copy clients/python/src: %v", err)
+	}
+	for _, f := range []string{"pyproject.toml", "README.md"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
 // TestClients runs the Python (pytest) and TypeScript (node --test) suites against one decider.
 func TestClients(t *testing.T) {
 	root := repoRoot(t)
@@ -176,11 +196,13 @@ func TestClients(t *testing.T) {
 	defer cancel()
 
 	t.Run("python", func(t *testing.T) {
-		// Installed as a user installs it, from the source tree, into a directory of its own
-		// (the shared venv stays as the requirements file made it).
+		// Installed as a user installs it, from a copy of the source tree (setuptools builds in
+		// the tree, and a build/ left there could bring back removed modules), into a
+		// directory of its own (the shared venv stays as the requirements file made it).
+		src := copyPythonPackage(t, filepath.Join(root, "clients", "python"))
 		site := t.TempDir()
 		run(t, ctx, root, proctest.ChildEnv(), python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-			"--no-deps", "--no-build-isolation", "--no-index", "--target", site, "./clients/python")
+			"--no-deps", "--no-build-isolation", "--no-index", "--target", site, src)
 		env := append(d.env(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
 		run(t, ctx, filepath.Join(root, "clients", "python"), env, python,
 			"-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "tests")
@@ -189,4 +211,3 @@ func TestClients(t *testing.T) {
 		run(t, ctx, filepath.Join(root, "clients", "ts"), d.env(), node, "--test", "--test-reporter=spec", "tests/")
 	})
 }
-
