@@ -75,10 +75,13 @@ buckets:
         decode: {worker_ids: [decode-1], policy: {type: power_of_two}}
 `
 
-// decider is the running decider the suites are pointed at.
+// decider is the running decider the suites are pointed at, and a second one that sheds every
+// Decide beyond one in progress (-max-concurrent-decides 1), for the overload tests: a suite
+// holds its one slot with a REST Decide whose body never ends.
 type decider struct {
-	grpcAddr, httpAddr string
-	closedAddr         string // a loopback port nobody listens on
+	grpcAddr, httpAddr         string
+	shedGRPCAddr, shedHTTPAddr string
+	closedAddr                 string // a loopback port nobody listens on
 }
 
 // env is what the suites read.
@@ -87,6 +90,8 @@ func (d decider) env() []string {
 		"SLUICE_CLIENTS_GRPC="+d.grpcAddr,
 		"SLUICE_CLIENTS_HTTP=http://"+d.httpAddr,
 		"SLUICE_CLIENTS_CLOSED="+d.closedAddr,
+		"SLUICE_CLIENTS_SHED_GRPC="+d.shedGRPCAddr,
+		"SLUICE_CLIENTS_SHED_HTTP="+d.shedHTTPAddr,
 		"SLUICE_CLIENTS_DECIDE_TOKEN="+decideToken,
 		"SLUICE_CLIENTS_ADMIN_TOKEN="+adminToken,
 		"SLUICE_CLIENTS_VIEWER_TOKEN="+viewerToken,
@@ -110,11 +115,13 @@ func startDecider(t *testing.T) decider {
 	dir := t.TempDir()
 	bin := proctest.BuildSluice(t, dir)
 	procs := proctest.NewSet(t, dir, proctest.Options{StopGrace: 5 * time.Second, TailLines: 80})
-	ports := proctest.FreePorts(t, 3)
+	ports := proctest.FreePorts(t, 5)
 	d := decider{
-		grpcAddr:   "127.0.0.1:" + strconv.Itoa(ports[0]),
-		httpAddr:   "127.0.0.1:" + strconv.Itoa(ports[1]),
-		closedAddr: "127.0.0.1:" + strconv.Itoa(ports[2]),
+		grpcAddr:     "127.0.0.1:" + strconv.Itoa(ports[0]),
+		httpAddr:     "127.0.0.1:" + strconv.Itoa(ports[1]),
+		closedAddr:   "127.0.0.1:" + strconv.Itoa(ports[2]),
+		shedGRPCAddr: "127.0.0.1:" + strconv.Itoa(ports[3]),
+		shedHTTPAddr: "127.0.0.1:" + strconv.Itoa(ports[4]),
 	}
 	p := procs.Start(t, "decider", proctest.ChildEnv(), bin, "decider",
 		"-grpc-addr", d.grpcAddr, "-http-addr", d.httpAddr,
@@ -123,7 +130,18 @@ func startDecider(t *testing.T) decider {
 		"-probe-interval", "0", "-trust-new-engines", "-breaker-failures", "0",
 		"-max-token-ids", strconv.Itoa(maxTokenIDs),
 		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug")
+	seedFile := filepath.Join(dir, "shed.yaml")
+	if err := os.WriteFile(seedFile, []byte(seed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shed := procs.Start(t, "decider-shed", proctest.ChildEnv(), bin, "decider",
+		"-grpc-addr", d.shedGRPCAddr, "-http-addr", d.shedHTTPAddr,
+		"-config", seedFile, "-config-snapshot", "-",
+		"-decide-token", decideToken, "-probe-interval", "0", "-trust-new-engines",
+		"-max-concurrent-decides", "1", "-shed-retry-after", "1s",
+		"-shutdown-timeout", "1s", "-log-format", "text", "-log-level", "debug")
 	quick := &http.Client{Timeout: 5 * time.Second}
+	proctest.WaitHTTP(t, quick, shed, "http://"+d.shedHTTPAddr+"/readyz", 30*time.Second)
 	proctest.WaitHTTP(t, quick, p, "http://"+d.httpAddr+"/readyz", 30*time.Second)
 	api := proctest.Decider{Addr: d.httpAddr, Token: adminToken, Client: quick}
 	var applied sluicev1.ApplyConfigResponse
@@ -208,6 +226,6 @@ func TestClients(t *testing.T) {
 			"-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "tests")
 	})
 	t.Run("typescript", func(t *testing.T) {
-		run(t, ctx, filepath.Join(root, "clients", "ts"), d.env(), node, "--test", "--test-reporter=spec", "tests/")
+		run(t, ctx, filepath.Join(root, "clients", "ts"), d.env(), node, "--test", "--test-concurrency=1", "--test-reporter=spec", "tests/")
 	})
 }

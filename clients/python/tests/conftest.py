@@ -56,3 +56,9 @@ def admin(env: Env) -> Iterator[Admin]:
 def viewer(env: Env) -> Iterator[Admin]:
     with Admin(env.grpc, token=env.viewer_token) as a:
         yield a
+
+
+@pytest.fixture(scope="session")
+def shed_env() -> tuple[str, str]:
+    """The shedding decider's gRPC and HTTP host:port (-max-concurrent-decides 1)."""
+    return _env("SLUICE_CLIENTS_SHED_GRPC"), _env("SLUICE_CLIENTS_SHED_HTTP")
