@@ -228,4 +228,5 @@ func TestClients(t *testing.T) {
 	t.Run("typescript", func(t *testing.T) {
 		run(t, ctx, filepath.Join(root, "clients", "ts"), d.env(), node, "--test", "--test-concurrency=1", "--test-reporter=spec", "tests/")
 	})
+	t.Run("browser", func(t *testing.T) { runBrowser(t, ctx, root, d) })
 }
