@@ -9,6 +9,7 @@ import pytest
 
 from sluice_client import (
     Admin,
+    AsyncAdmin,
     AlreadyExistsError,
     ConfigInvalidError,
     InvalidArgumentError,
@@ -162,3 +163,32 @@ def test_engine_lifecycle(admin: Admin, viewer: Admin) -> None:
         admin.remove_engine("py-engine")
     with pytest.raises(NotFoundError):
         admin.get_engine("py-engine")
+
+
+@pytest.mark.asyncio
+async def test_async_admin(env: object) -> None:
+    from conftest import Env
+
+    assert isinstance(env, Env)
+    async with AsyncAdmin(env.grpc, token=env.viewer_token) as viewer:
+        assert "chat" in {b["id"] for b in await viewer.list_buckets()}
+        assert (await viewer.get_bucket("chat"))["rank"] == 10
+        assert [e.id for e in await viewer.list_engines(model="pd")] == ["decode-1", "prefill-1"]
+        with pytest.raises(PermissionDeniedError):
+            await viewer.delete_bucket("chat")
+    async with AsyncAdmin(env.grpc, token=env.admin_token) as admin:
+        with pytest.raises(NotFoundError) as missing:
+            await admin.get_bucket("no-such-bucket")
+        assert missing.value.reason == Reason.BUCKET_NOT_FOUND
+        created = await admin.create_bucket({**EXTRA, "id": "py-async"})
+        try:
+            with pytest.raises(VersionConflictError) as conflict:
+                await admin.delete_bucket("py-async", based_on_version=created.version - 1)
+            assert conflict.value.current_version == created.version
+            versions = await admin.list_versions(limit=1)
+            assert versions.current_version == created.version
+        finally:
+            await admin.delete_bucket("py-async")
+        with pytest.raises(ConfigInvalidError) as invalid:
+            await admin.validate_config("buckets: 3")
+        assert [v.field for v in invalid.value.field_violations] == ["buckets"]

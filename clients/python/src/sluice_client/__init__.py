@@ -7,7 +7,8 @@
         ...  # forward to resp.pick.plain.url
         d.release(resp.lease_id)
 
-Decider / AsyncDecider call DeciderService (Decide, Release); Admin calls AdminService.
+Decider / AsyncDecider call DeciderService (Decide, Release); Admin / AsyncAdmin call
+AdminService.
 Failures raise DeciderError subclasses carrying the ErrorInfo ``reason``, ``metadata``,
 ``current_version``, admission ``rejections``, ``field_violations`` and ``retry_after``.
 The generated messages and stubs are in ``sluice.v1`` (made by ``make generate``).
@@ -15,7 +16,7 @@ The generated messages and stubs are in ``sluice.v1`` (made by ``make generate``
 
 from sluice.v1.decider_pb2 import DecideRequest, DecideResponse, Explain
 
-from ._admin import Admin
+from ._admin import Admin, AsyncAdmin
 from ._decider import AsyncDecider, Decider, Outcome
 from ._errors import (
     DOMAIN,
@@ -45,6 +46,7 @@ __all__ = [
     "Admin",
     "AdmissionRejectedError",
     "AlreadyExistsError",
+    "AsyncAdmin",
     "AsyncDecider",
     "ConfigInvalidError",
     "DeadlineExceededError",
