@@ -40,14 +40,21 @@ import _ "embed"
 //go:embed sluice.swagger.json
 var SluiceJSON []byte
 GO
+# The Python and TypeScript clients' generated code (scripts/lib/clients.sh).
+# shellcheck source=scripts/lib/common.sh
+source scripts/lib/common.sh
+# shellcheck source=scripts/lib/clients.sh
+source scripts/lib/clients.sh
+clients_generate
 
+GENERATED=(gen/ clients/python/src/sluice/ clients/ts/src/gen/ clients/ts/dist/)
 if ((check)); then
   status=0
-  if ! git diff --exit-code --stat -- gen/; then
-    echo "gen/ differs from the committed code: run 'make generate' and commit gen/" >&2
+  if ! git diff --exit-code --stat -- "${GENERATED[@]}"; then
+    echo "generated code (${GENERATED[*]}) differs from the committed code: run 'make generate' and commit it" >&2
     status=1
   fi
-  untracked="$(git ls-files --others --exclude-standard -- gen/)"
+  untracked="$(git ls-files --others --exclude-standard -- "${GENERATED[@]}")"
   if [[ -n "$untracked" ]]; then
     printf 'untracked generated files (run make generate and commit them):\n%s\n' "$untracked" >&2
     status=1

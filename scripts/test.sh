@@ -51,6 +51,8 @@ source "$ROOT/scripts/lib/schemathesis.sh"
 source "$ROOT/scripts/lib/pyenv.sh"
 # shellcheck source=lib/openaienv.sh
 source "$ROOT/scripts/lib/openaienv.sh"
+# shellcheck source=lib/clients.sh
+source "$ROOT/scripts/lib/clients.sh"
 
 STEP="setup"
 DONE=()
@@ -198,6 +200,12 @@ else
     STEP="openai venv"
     openaienv_setup
     DONE+=("openai-venv")
+  fi
+  # The Python and TypeScript clients' tools (tests/clients), cached; only when it runs.
+  if clients_wanted "${PKGS[@]}"; then
+    STEP="clients tools"
+    clients_venv_setup && clients_node_setup && export SLUICE_TEST_CLIENTS_PYTHON="$SLUICE_CLIENTS_PYTHON"
+    DONE+=("clients-tools")
   fi
 fi
 

@@ -1,0 +1,29 @@
+import type { CallOptions, Transport } from "@connectrpc/connect";
+/** How a client reaches the decider. */
+export interface ClientOptions {
+    /** Sent as "Authorization: Bearer <token>" on every call. */
+    token?: string;
+    /** Bounds each attempt, in milliseconds; 0 means no bound. Default: 1000 (Decider), 5000 (Admin). */
+    timeoutMs?: number;
+    /**
+     * With a base URL: "connect" (default) or "grpc-web", both over fetch, so in Node and in
+     * browsers alike. For native gRPC in Node pass `grpcTransport(...)` from
+     * "@sluice/client/node" instead of a URL.
+     */
+    protocol?: "connect" | "grpc-web";
+    /** With a base URL: protobuf on the wire (default) or JSON (false; readable in devtools). */
+    binary?: boolean;
+    /** With a base URL: the fetch to use (default: globalThis.fetch). */
+    fetch?: typeof globalThis.fetch;
+}
+/** Per-call options. */
+export interface CallOpts {
+    /** Overrides the client's timeoutMs for this call. */
+    timeoutMs?: number;
+    /** Cancels the call. */
+    signal?: AbortSignal;
+}
+/** transportFor makes a fetch-based Connect or gRPC-Web transport for a base URL. */
+export declare function transportFor(target: string | Transport, opts: ClientOptions): Transport;
+/** callOptions builds the Connect call options of one attempt. */
+export declare function callOptions(token: string | undefined, timeoutMs: number, call: CallOpts | undefined): CallOptions;

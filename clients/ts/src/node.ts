@@ -1,0 +1,31 @@
+// Node-only transports: native gRPC (HTTP/2) to the decider's gRPC port, or Connect and
+// gRPC-Web over Node's own http/http2 instead of fetch. Needs @connectrpc/connect-node.
+
+import type { Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+
+/** Options of the Node transports. */
+export interface NodeTransportOptions {
+  /** protobuf on the wire (default) or JSON (false). */
+  binary?: boolean;
+  /** "2" (default for gRPC) or "1.1" (default for Connect and gRPC-Web). */
+  httpVersion?: "1.1" | "2";
+}
+
+/**
+ * grpcTransport speaks native gRPC over HTTP/2 to a decider's gRPC port (-grpc-addr, 7070),
+ * for example grpcTransport("http://localhost:7070").
+ */
+export function grpcTransport(baseUrl: string, opts: NodeTransportOptions = {}): Transport {
+  return createGrpcTransport({ baseUrl, useBinaryFormat: opts.binary ?? true });
+}
+
+/** nodeTransport speaks Connect or gRPC-Web to the decider's HTTP port over Node's http modules. */
+export function nodeTransport(
+  baseUrl: string,
+  protocol: "connect" | "grpc-web" = "connect",
+  opts: NodeTransportOptions = {},
+): Transport {
+  const o = { baseUrl, useBinaryFormat: opts.binary ?? true, httpVersion: opts.httpVersion ?? "1.1" } as const;
+  return protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
+}

@@ -1,0 +1,22 @@
+// The running decider the tests are pointed at (tests/clients sets these; see
+// tests/clients/clients_test.go for the seeded buckets and engines).
+function need(name) {
+  const v = process.env[name];
+  if (!v) {
+    throw new Error(
+      `${name} is not set: these tests need a running decider; run them through ` +
+        "`scripts/test.sh -run TestClients ./tests/clients`, which starts one",
+    );
+  }
+  return v;
+}
+
+export const env = {
+  http: need("SLUICE_CLIENTS_HTTP"),
+  grpc: "http://" + need("SLUICE_CLIENTS_GRPC"),
+  closed: "http://" + need("SLUICE_CLIENTS_CLOSED"),
+  decideToken: need("SLUICE_CLIENTS_DECIDE_TOKEN"),
+  adminToken: need("SLUICE_CLIENTS_ADMIN_TOKEN"),
+  viewerToken: need("SLUICE_CLIENTS_VIEWER_TOKEN"),
+  maxTokenIds: Number(need("SLUICE_CLIENTS_MAX_TOKEN_IDS")),
+};

@@ -1,0 +1,105 @@
+# shellcheck shell=bash
+# The Python and TypeScript clients' tools (clients/python, clients/ts), cached under
+# ${SLUICE_CACHE:-~/.cache/sluice}. Source after common.sh.
+#
+# clients_venv_setup  creates, once, the venv clients-venv from
+#                     clients/python/requirements-dev.txt (grpcio-tools' protoc and mypy-protobuf
+#                     for `make generate`; pytest, mypy and the client's runtime dependencies for
+#                     the tests) and exports
+#                       SLUICE_CLIENTS_PYTHON  the venv's python
+# clients_node_setup  installs clients/ts/node_modules from clients/ts/package-lock.json
+#                     (npm ci, npm's cache in $SLUICE_CACHE/npm) unless the installed tree
+#                     already matches the lock file; installs chromium (Debian) for the
+#                     browser suite when it is missing.
+# clients_wanted PKG...  is true when the go test packages include tests/clients.
+
+clients_root() { cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd; }
+
+clients_wanted() {
+  local p
+  for p in "$@"; do
+    case "$p" in
+      ./... | all | ./tests/... | ./tests/clients | ./tests/clients/ | ./tests/clients/... | \
+        github.com/sluicehq/sluice/... | github.com/sluicehq/sluice/tests/... | \
+        github.com/sluicehq/sluice/tests/clients | github.com/sluicehq/sluice/tests/clients/...)
+        return 0
+        ;;
+    esac
+  done
+  return 1
+}
+
+# clients_venv_check VENV: the generators and test tools import.
+clients_venv_check() {
+  "$1/bin/python" -c 'import grpc_tools.protoc, grpc, google.rpc.error_details_pb2, pytest, pytest_asyncio, mypy'
+  [[ -x "$1/bin/protoc-gen-mypy" && -x "$1/bin/protoc-gen-mypy_grpc" ]]
+}
+
+clients_venv_setup() {
+  pinned_venv clients "$(clients_root)/clients/python/requirements-dev.txt" clients_venv_check
+  export SLUICE_CLIENTS_PYTHON="$PINNED_VENV/bin/python"
+}
+
+clients_node_setup() {
+  local ts cache want stamp t0=$SECONDS
+  ts="$(clients_root)/clients/ts"
+  command -v npm >/dev/null || apt_install nodejs npm
+  # Headless Chromium runs the browser suite (tests/clients, TestClients/browser).
+  command -v chromium >/dev/null || apt_install chromium
+  cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
+  want="$( (cat "$ts/package-lock.json" && node --version) | sha256sum | cut -d' ' -f1)"
+  stamp="$ts/node_modules/.sluice-lock.sha256"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "clients-ts: node_modules match package-lock.json"
+  else
+    log "clients-ts: npm ci in clients/ts (npm cache $cache/npm; the first run downloads from npm)"
+    (cd "$ts" && npm_config_cache="$cache/npm" npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2) ||
+      die "clients-ts: npm ci failed in $ts"
+    echo "$want" >"$stamp"
+    log "clients-ts: node_modules ready in $((SECONDS - t0))s"
+  fi
+}
+
+# clients_generate regenerates the clients' code from proto/ (run by scripts/generate.sh):
+#   clients/python/src/sluice/  protobuf messages, gRPC stubs and their .pyi types
+#                               (grpcio-tools' protoc, mypy-protobuf)
+#   clients/ts/src/gen/         protobuf-es messages and service descriptors for Connect-ES
+#                               (protoc-gen-es), google/rpc/error_details.proto included so
+#                               ErrorInfo, RetryInfo and BadRequest decode
+#   clients/ts/dist/            the package compiled (tsc): committed, so that
+#                               `npm install ./clients/ts` needs no build step (npm runs no
+#                               build with the devDependencies for a folder install)
+# The trees are deleted first, so files of removed protos disappear. The protoc is the one
+# grpcio-tools bundles, so the output depends only on the pinned versions.
+clients_generate() {
+  local root py protos tmp
+  root="$(clients_root)"
+  clients_venv_setup
+  clients_node_setup
+  py="$SLUICE_CLIENTS_PYTHON"
+  mapfile -t protos < <(cd "$root/proto" && find sluice -name '*.proto' | LC_ALL=C sort)
+  tmp="$(mktemp -d)"
+  # google.rpc's error details as googleapis-common-protos ships them (pinned beside protoc).
+  mkdir -p "$tmp/google/rpc"
+  cp "$("$py" -c 'import os, google.rpc.error_details_pb2 as m; print(os.path.dirname(m.__file__))')/error_details.proto" "$tmp/google/rpc/"
+
+  rm -rf "$root/clients/python/src/sluice" "$root/clients/ts/src/gen"
+  mkdir -p "$root/clients/python/src/sluice/v1" "$root/clients/ts/src/gen"
+  (cd "$root/proto" && "$py" -m grpc_tools.protoc -I . \
+    --python_out="$root/clients/python/src" --grpc_python_out="$root/clients/python/src" \
+    --plugin=protoc-gen-mypy="$(dirname "$py")/protoc-gen-mypy" --mypy_opt=quiet --mypy_out="$root/clients/python/src" \
+    --plugin=protoc-gen-mypy_grpc="$(dirname "$py")/protoc-gen-mypy_grpc" --mypy_grpc_opt=quiet --mypy_grpc_out="$root/clients/python/src" \
+    "${protos[@]}")
+  local d
+  for d in sluice sluice/v1; do
+    printf '# Code generated by scripts/generate.sh. DO NOT EDIT.\n"""Generated from proto/%s (make generate)."""\n' \
+      "$d" >"$root/clients/python/src/$d/__init__.py"
+  done
+  : >"$root/clients/python/src/sluice/py.typed"
+  (cd "$root/proto" && "$py" -m grpc_tools.protoc -I . -I "$tmp" \
+    --plugin=protoc-gen-es="$root/clients/ts/node_modules/.bin/protoc-gen-es" \
+    --es_out="$root/clients/ts/src/gen" --es_opt=target=ts,import_extension=js \
+    "${protos[@]}" google/rpc/error_details.proto)
+  rm -rf "$tmp" "$root/clients/ts/dist"
+  (cd "$root/clients/ts" && node_modules/.bin/tsc -p tsconfig.json) || die "clients-ts: tsc failed in clients/ts"
+}
