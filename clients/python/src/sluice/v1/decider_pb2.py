@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x02\n\rDecideRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x03\x12!\n\x14\x65xpected_peak_tokens\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\ttoken_ids\x18\x04 \x03(\r\x12\x13\n\x0bsession_key\x18\x05 \x01(\t\x12\x13\n\x0brouting_key\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x12\x0f\n\x07\x65xplain\x18\t \x01(\x08\x12\x1a\n\x12\x65xclude_engine_ids\x18\n \x03(\t\x12\x11\n\tlora_name\x18\x0b \x01(\t\x12\x12\n\ncache_salt\x18\x0c \x01(\tB\x17\n\x15_expected_peak_tokens\"\xcd\x01\n\x0e\x44\x65\x63ideResponse\x12\x11\n\tbucket_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63onfig_version\x18\x02 \x01(\x03\x12#\n\x04pick\x18\x03 \x01(\x0b\x32\x15.sluice.v1.BucketPick\x12\x10\n\x08lease_id\x18\x04 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12#\n\x07\x65xplain\x18\x06 \x01(\x0b\x32\x12.sluice.v1.Explain\"h\n\nBucketPick\x12&\n\x05plain\x18\x01 \x01(\x0b\x32\x15.sluice.v1.EnginePickH\x00\x12*\n\x02pd\x18\x02 \x01(\x0b\x32\x1c.sluice.v1.PrefillDecodePickH\x00\x42\x06\n\x04kind\"b\n\x11PrefillDecodePick\x12&\n\x07prefill\x18\x01 \x01(\x0b\x32\x15.sluice.v1.EnginePick\x12%\n\x06\x64\x65\x63ode\x18\x02 \x01(\x0b\x32\x15.sluice.v1.EnginePick\"s\n\nEnginePick\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\x0e\x62ootstrap_port\x18\x04 \x01(\r\x12\x1d\n\x04role\x18\x05 \x01(\x0e\x32\x0f.sluice.v1.Role\"i\n\x07\x45xplain\x12*\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x18.sluice.v1.BucketAttempt\x12\x32\n\x0foldest_load_age\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"n\n\rBucketAttempt\x12\x11\n\tbucket_id\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x03\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\'\n\x06stages\x18\x04 \x03(\x0b\x32\x17.sluice.v1.StageAttempt\"\xcd\x01\n\x0cStageAttempt\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.sluice.v1.Role\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12,\n\ncandidates\x18\x03 \x03(\x0b\x32\x18.sluice.v1.CandidateInfo\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\x18\n\x10picked_engine_id\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x15\n\rprefix_lookup\x18\x08 \x01(\t\"\xd9\x02\n\rCandidateInfo\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x12\n\nload_known\x18\x02 \x01(\x08\x12+\n\x08load_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10running_requests\x18\x04 \x01(\x03\x12\x18\n\x10waiting_requests\x18\x05 \x01(\x03\x12\x16\n\x0ekv_used_tokens\x18\x06 \x01(\x03\x12\x1a\n\x12kv_capacity_tokens\x18\x07 \x01(\x03\x12\x1f\n\x17waiting_uncached_tokens\x18\x08 \x01(\x03\x12\x19\n\x11inflight_requests\x18\t \x01(\x03\x12\x11\n\trejection\x18\n \x01(\t\x12\x0c\n\x04note\x18\x0b \x01(\t\x12\x16\n\x0ematched_tokens\x18\x0c \x01(\x03\x12\x17\n\x0funcached_tokens\x18\r \x01(\x03\"i\n\x0eReleaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12*\n\x07outcome\x18\x02 \x01(\x0e\x32\x19.sluice.v1.ReleaseOutcome\x12\x19\n\x11\x66\x61iled_engine_ids\x18\x03 \x03(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_PLAIN\x10\x01\x12\x10\n\x0cROLE_PREFILL\x10\x02\x12\x0f\n\x0bROLE_DECODE\x10\x03*\x91\x01\n\x0eReleaseOutcome\x12\x1f\n\x1bRELEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17RELEASE_OUTCOME_SUCCESS\x10\x01\x12\"\n\x1eRELEASE_OUTCOME_ENGINE_FAILURE\x10\x02\x12\x1d\n\x19RELEASE_OUTCOME_CANCELLED\x10\x03\x32\x91\x01\n\x0e\x44\x65\x63iderService\x12=\n\x06\x44\x65\x63ide\x12\x18.sluice.v1.DecideRequest\x1a\x19.sluice.v1.DecideResponse\x12@\n\x07Release\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponseB3Z1github.com/sluicehq/sluice/gen/sluice/v1;sluicev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17sluice/v1/decider.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd0\x02\n\rDecideRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x03\x12!\n\x14\x65xpected_peak_tokens\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\ttoken_ids\x18\x04 \x03(\r\x12\x13\n\x0bsession_key\x18\x05 \x01(\t\x12\x13\n\x0brouting_key\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x12\x0f\n\x07\x65xplain\x18\t \x01(\x08\x12\x1a\n\x12\x65xclude_engine_ids\x18\n \x03(\t\x12\x11\n\tlora_name\x18\x0b \x01(\t\x12\x12\n\ncache_salt\x18\x0c \x01(\t\x12\x18\n\x0bttft_slo_ms\x18\r \x01(\x01H\x01\x88\x01\x01\x42\x17\n\x15_expected_peak_tokensB\x0e\n\x0c_ttft_slo_ms\"\xcd\x01\n\x0e\x44\x65\x63ideResponse\x12\x11\n\tbucket_id\x18\x01 \x01(\t\x12\x16\n\x0e\x63onfig_version\x18\x02 \x01(\x03\x12#\n\x04pick\x18\x03 \x01(\x0b\x32\x15.sluice.v1.BucketPick\x12\x10\n\x08lease_id\x18\x04 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12#\n\x07\x65xplain\x18\x06 \x01(\x0b\x32\x12.sluice.v1.Explain\"h\n\nBucketPick\x12&\n\x05plain\x18\x01 \x01(\x0b\x32\x15.sluice.v1.EnginePickH\x00\x12*\n\x02pd\x18\x02 \x01(\x0b\x32\x1c.sluice.v1.PrefillDecodePickH\x00\x42\x06\n\x04kind\"b\n\x11PrefillDecodePick\x12&\n\x07prefill\x18\x01 \x01(\x0b\x32\x15.sluice.v1.EnginePick\x12%\n\x06\x64\x65\x63ode\x18\x02 \x01(\x0b\x32\x15.sluice.v1.EnginePick\"s\n\nEnginePick\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x16\n\x0e\x62ootstrap_port\x18\x04 \x01(\r\x12\x1d\n\x04role\x18\x05 \x01(\x0e\x32\x0f.sluice.v1.Role\"\x96\x01\n\x07\x45xplain\x12*\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x18.sluice.v1.BucketAttempt\x12\x32\n\x0foldest_load_age\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12+\n\x08ttft_slo\x18\x03 \x01(\x0b\x32\x19.sluice.v1.TTFTSLOExplain\"[\n\x0eTTFTSLOExplain\x12\x11\n\ttarget_ms\x18\x01 \x01(\x01\x12\x0e\n\x06status\x18\x02 \x01(\t\x12&\n\x07\x62uckets\x18\x03 \x03(\x0b\x32\x15.sluice.v1.BucketTTFT\"\xab\x01\n\nBucketTTFT\x12\x11\n\tbucket_id\x18\x01 \x01(\t\x12\x31\n\x0epredicted_ttft\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0b\n\x03met\x18\x03 \x01(\x08\x12\x11\n\tengine_id\x18\x04 \x01(\t\x12)\n\x08\x65stimate\x18\x05 \x01(\x0b\x32\x17.sluice.v1.TTFTEstimate\x12\x0c\n\x04note\x18\x06 \x01(\t\"\xbd\x02\n\x0cTTFTEstimate\x12+\n\x08\x65stimate\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05queue\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tslot_wait\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bown_prefill\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cqueue_tokens\x18\x05 \x01(\x03\x12\x12\n\nqueue_from\x18\x06 \x01(\t\x12\x1c\n\x14prefill_tokens_per_s\x18\x07 \x01(\x01\x12\x1c\n\x14prefill_rate_default\x18\x08 \x01(\x08\x12\x12\n\nbatch_full\x18\t \x01(\x08\"n\n\rBucketAttempt\x12\x11\n\tbucket_id\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x03\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\'\n\x06stages\x18\x04 \x03(\x0b\x32\x17.sluice.v1.StageAttempt\"\xcd\x01\n\x0cStageAttempt\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.sluice.v1.Role\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12,\n\ncandidates\x18\x03 \x03(\x0b\x32\x18.sluice.v1.CandidateInfo\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\x18\n\x10picked_engine_id\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x15\n\rprefix_lookup\x18\x08 \x01(\t\"\x80\x03\n\rCandidateInfo\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x12\n\nload_known\x18\x02 \x01(\x08\x12+\n\x08load_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x18\n\x10running_requests\x18\x04 \x01(\x03\x12\x18\n\x10waiting_requests\x18\x05 \x01(\x03\x12\x16\n\x0ekv_used_tokens\x18\x06 \x01(\x03\x12\x1a\n\x12kv_capacity_tokens\x18\x07 \x01(\x03\x12\x1f\n\x17waiting_uncached_tokens\x18\x08 \x01(\x03\x12\x19\n\x11inflight_requests\x18\t \x01(\x03\x12\x11\n\trejection\x18\n \x01(\t\x12\x0c\n\x04note\x18\x0b \x01(\t\x12\x16\n\x0ematched_tokens\x18\x0c \x01(\x03\x12\x17\n\x0funcached_tokens\x18\r \x01(\x03\x12%\n\x04ttft\x18\x0e \x01(\x0b\x32\x17.sluice.v1.TTFTEstimate\"i\n\x0eReleaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12*\n\x07outcome\x18\x02 \x01(\x0e\x32\x19.sluice.v1.ReleaseOutcome\x12\x19\n\x11\x66\x61iled_engine_ids\x18\x03 \x03(\t\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nROLE_PLAIN\x10\x01\x12\x10\n\x0cROLE_PREFILL\x10\x02\x12\x0f\n\x0bROLE_DECODE\x10\x03*\x91\x01\n\x0eReleaseOutcome\x12\x1f\n\x1bRELEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17RELEASE_OUTCOME_SUCCESS\x10\x01\x12\"\n\x1eRELEASE_OUTCOME_ENGINE_FAILURE\x10\x02\x12\x1d\n\x19RELEASE_OUTCOME_CANCELLED\x10\x03\x32\x91\x01\n\x0e\x44\x65\x63iderService\x12=\n\x06\x44\x65\x63ide\x12\x18.sluice.v1.DecideRequest\x1a\x19.sluice.v1.DecideResponse\x12@\n\x07Release\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponseB3Z1github.com/sluicehq/sluice/gen/sluice/v1;sluicev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,32 +34,38 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sluice.v1.decider_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/sluicehq/sluice/gen/sluice/v1;sluicev1'
-  _globals['_ROLE']._serialized_start=1850
-  _globals['_ROLE']._serialized_end=1929
-  _globals['_RELEASEOUTCOME']._serialized_start=1932
-  _globals['_RELEASEOUTCOME']._serialized_end=2077
+  _globals['_ROLE']._serialized_start=2564
+  _globals['_ROLE']._serialized_end=2643
+  _globals['_RELEASEOUTCOME']._serialized_start=2646
+  _globals['_RELEASEOUTCOME']._serialized_end=2791
   _globals['_DECIDEREQUEST']._serialized_start=104
-  _globals['_DECIDEREQUEST']._serialized_end=398
-  _globals['_DECIDERESPONSE']._serialized_start=401
-  _globals['_DECIDERESPONSE']._serialized_end=606
-  _globals['_BUCKETPICK']._serialized_start=608
-  _globals['_BUCKETPICK']._serialized_end=712
-  _globals['_PREFILLDECODEPICK']._serialized_start=714
-  _globals['_PREFILLDECODEPICK']._serialized_end=812
-  _globals['_ENGINEPICK']._serialized_start=814
-  _globals['_ENGINEPICK']._serialized_end=929
-  _globals['_EXPLAIN']._serialized_start=931
-  _globals['_EXPLAIN']._serialized_end=1036
-  _globals['_BUCKETATTEMPT']._serialized_start=1038
-  _globals['_BUCKETATTEMPT']._serialized_end=1148
-  _globals['_STAGEATTEMPT']._serialized_start=1151
-  _globals['_STAGEATTEMPT']._serialized_end=1356
-  _globals['_CANDIDATEINFO']._serialized_start=1359
-  _globals['_CANDIDATEINFO']._serialized_end=1704
-  _globals['_RELEASEREQUEST']._serialized_start=1706
-  _globals['_RELEASEREQUEST']._serialized_end=1811
-  _globals['_RELEASERESPONSE']._serialized_start=1813
-  _globals['_RELEASERESPONSE']._serialized_end=1848
-  _globals['_DECIDERSERVICE']._serialized_start=2080
-  _globals['_DECIDERSERVICE']._serialized_end=2225
+  _globals['_DECIDEREQUEST']._serialized_end=440
+  _globals['_DECIDERESPONSE']._serialized_start=443
+  _globals['_DECIDERESPONSE']._serialized_end=648
+  _globals['_BUCKETPICK']._serialized_start=650
+  _globals['_BUCKETPICK']._serialized_end=754
+  _globals['_PREFILLDECODEPICK']._serialized_start=756
+  _globals['_PREFILLDECODEPICK']._serialized_end=854
+  _globals['_ENGINEPICK']._serialized_start=856
+  _globals['_ENGINEPICK']._serialized_end=971
+  _globals['_EXPLAIN']._serialized_start=974
+  _globals['_EXPLAIN']._serialized_end=1124
+  _globals['_TTFTSLOEXPLAIN']._serialized_start=1126
+  _globals['_TTFTSLOEXPLAIN']._serialized_end=1217
+  _globals['_BUCKETTTFT']._serialized_start=1220
+  _globals['_BUCKETTTFT']._serialized_end=1391
+  _globals['_TTFTESTIMATE']._serialized_start=1394
+  _globals['_TTFTESTIMATE']._serialized_end=1711
+  _globals['_BUCKETATTEMPT']._serialized_start=1713
+  _globals['_BUCKETATTEMPT']._serialized_end=1823
+  _globals['_STAGEATTEMPT']._serialized_start=1826
+  _globals['_STAGEATTEMPT']._serialized_end=2031
+  _globals['_CANDIDATEINFO']._serialized_start=2034
+  _globals['_CANDIDATEINFO']._serialized_end=2418
+  _globals['_RELEASEREQUEST']._serialized_start=2420
+  _globals['_RELEASEREQUEST']._serialized_end=2525
+  _globals['_RELEASERESPONSE']._serialized_start=2527
+  _globals['_RELEASERESPONSE']._serialized_end=2562
+  _globals['_DECIDERSERVICE']._serialized_start=2794
+  _globals['_DECIDERSERVICE']._serialized_end=2939
 # @@protoc_insertion_point(module_scope)

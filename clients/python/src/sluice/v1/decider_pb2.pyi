@@ -98,6 +98,7 @@ class DecideRequest(_message.Message):
     EXCLUDE_ENGINE_IDS_FIELD_NUMBER: _builtins.int
     LORA_NAME_FIELD_NUMBER: _builtins.int
     CACHE_SALT_FIELD_NUMBER: _builtins.int
+    TTFT_SLO_MS_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     """The model the request names, used to select the buckets that serve it.
     Required.
@@ -143,6 +144,18 @@ class DecideRequest(_message.Message):
     """The cache salt that isolates this request's cached blocks from other
     tenants (SGLang cache_salt, vLLM cache_salt). Empty means none.
     """
+    ttft_slo_ms: _builtins.float
+    """The request's time-to-first-token target in milliseconds (the gateway
+    maps its x-ttft-slo-ms header here). When the configuration enables
+    ttft_slo, the buckets whose predicted time to first token meets the
+    target are tried first, the rest after them, each part in capacity
+    order. It must then be a positive finite number no larger than
+    ttft_slo.max_target_ms, or the call fails with INVALID_ARGUMENT
+    (INVALID_TTFT_SLO). When the configuration does not enable ttft_slo it
+    is ignored, whatever its value (NaN included: the gateway sends NaN for
+    a header that is not a number, so that the decider decides whether that
+    matters). Unset means no target.
+    """
     @_builtins.property
     def token_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The prompt's token ids, when the caller has them; when present there must
@@ -171,14 +184,20 @@ class DecideRequest(_message.Message):
         exclude_engine_ids: _abc.Iterable[_builtins.str] | None = ...,
         lora_name: _builtins.str = ...,
         cache_salt: _builtins.str = ...,
+        ttft_slo_ms: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_peak_tokens", b"_expected_peak_tokens", "expected_peak_tokens", b"expected_peak_tokens"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_peak_tokens", b"_expected_peak_tokens", "_ttft_slo_ms", b"_ttft_slo_ms", "expected_peak_tokens", b"expected_peak_tokens", "ttft_slo_ms", b"ttft_slo_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_peak_tokens", b"_expected_peak_tokens", "cache_salt", b"cache_salt", "dry_run", b"dry_run", "exclude_engine_ids", b"exclude_engine_ids", "expected_peak_tokens", b"expected_peak_tokens", "explain", b"explain", "input_tokens", b"input_tokens", "lora_name", b"lora_name", "model", b"model", "request_id", b"request_id", "routing_key", b"routing_key", "session_key", b"session_key", "token_ids", b"token_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_peak_tokens", b"_expected_peak_tokens", "_ttft_slo_ms", b"_ttft_slo_ms", "cache_salt", b"cache_salt", "dry_run", b"dry_run", "exclude_engine_ids", b"exclude_engine_ids", "expected_peak_tokens", b"expected_peak_tokens", "explain", b"explain", "input_tokens", b"input_tokens", "lora_name", b"lora_name", "model", b"model", "request_id", b"request_id", "routing_key", b"routing_key", "session_key", b"session_key", "token_ids", b"token_ids", "ttft_slo_ms", b"ttft_slo_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_peak_tokens: _TypeAlias = _typing.Literal["expected_peak_tokens"]  # noqa: Y015
     _WhichOneofArgType__expected_peak_tokens: _TypeAlias = _typing.Literal["_expected_peak_tokens", b"_expected_peak_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__ttft_slo_ms: _TypeAlias = _typing.Literal["ttft_slo_ms"]  # noqa: Y015
+    _WhichOneofArgType__ttft_slo_ms: _TypeAlias = _typing.Literal["_ttft_slo_ms", b"_ttft_slo_ms"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_peak_tokens) -> _WhichOneofReturnType__expected_peak_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttft_slo_ms) -> _WhichOneofReturnType__ttft_slo_ms | None: ...
 
 Global___DecideRequest: _TypeAlias = DecideRequest  # noqa: Y015
 
@@ -352,6 +371,7 @@ class Explain(_message.Message):
 
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     OLDEST_LOAD_AGE_FIELD_NUMBER: _builtins.int
+    TTFT_SLO_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___BucketAttempt]:
         """The buckets tried, in the order they were tried."""
@@ -360,19 +380,193 @@ class Explain(_message.Message):
     def oldest_load_age(self) -> _duration_pb2.Duration:
         """The age of the oldest engine load report the decision relied on."""
 
+    @_builtins.property
+    def ttft_slo(self) -> Global___TTFTSLOExplain:
+        """How the request's ttft_slo_ms shaped the bucket order; unset when the
+        request carried no target.
+        """
+
     def __init__(
         self,
         *,
         attempts: _abc.Iterable[Global___BucketAttempt] | None = ...,
         oldest_load_age: _duration_pb2.Duration | None = ...,
+        ttft_slo: Global___TTFTSLOExplain | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["oldest_load_age", b"oldest_load_age"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["oldest_load_age", b"oldest_load_age", "ttft_slo", b"ttft_slo"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "oldest_load_age", b"oldest_load_age"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "oldest_load_age", b"oldest_load_age", "ttft_slo", b"ttft_slo"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Explain: _TypeAlias = Explain  # noqa: Y015
+
+@_typing.final
+class TTFTSLOExplain(_message.Message):
+    """TTFTSLOExplain is what the time-to-first-token preference did with a
+    request's target.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_MS_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    BUCKETS_FIELD_NUMBER: _builtins.int
+    target_ms: _builtins.float
+    """The request's ttft_slo_ms."""
+    status: _builtins.str
+    """"ordered": buckets were ordered by predicted time to first token;
+    "disabled": the configuration does not enable ttft_slo, so the target
+    was ignored and buckets kept capacity order.
+    """
+    @_builtins.property
+    def buckets(self) -> _containers.RepeatedCompositeFieldContainer[Global___BucketTTFT]:
+        """Every bucket the request fits, in the order they were to be tried, with
+        its prediction; empty when status is "disabled".
+        """
+
+    def __init__(
+        self,
+        *,
+        target_ms: _builtins.float = ...,
+        status: _builtins.str = ...,
+        buckets: _abc.Iterable[Global___BucketTTFT] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buckets", b"buckets", "status", b"status", "target_ms", b"target_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TTFTSLOExplain: _TypeAlias = TTFTSLOExplain  # noqa: Y015
+
+@_typing.final
+class BucketTTFT(_message.Message):
+    """BucketTTFT is one bucket's predicted time to first token for a request:
+    the least ttft_aware estimate among the eligible engines of its plain
+    group, or of its prefill group for a disaggregated bucket.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BUCKET_ID_FIELD_NUMBER: _builtins.int
+    PREDICTED_TTFT_FIELD_NUMBER: _builtins.int
+    MET_FIELD_NUMBER: _builtins.int
+    ENGINE_ID_FIELD_NUMBER: _builtins.int
+    ESTIMATE_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    bucket_id: _builtins.str
+    """The bucket's id."""
+    met: _builtins.bool
+    """Whether predicted_ttft is at or below the target. False when there is
+    no prediction.
+    """
+    engine_id: _builtins.str
+    """The engine the least estimate belongs to; empty without a prediction."""
+    note: _builtins.str
+    """Why there is no prediction, for example "no eligible prefill engine";
+    empty when there is one.
+    """
+    @_builtins.property
+    def predicted_ttft(self) -> _duration_pb2.Duration:
+        """The least estimate; unset when the bucket had no eligible engine."""
+
+    @_builtins.property
+    def estimate(self) -> Global___TTFTEstimate:
+        """The estimate's parts on that engine; unset without a prediction."""
+
+    def __init__(
+        self,
+        *,
+        bucket_id: _builtins.str = ...,
+        predicted_ttft: _duration_pb2.Duration | None = ...,
+        met: _builtins.bool = ...,
+        engine_id: _builtins.str = ...,
+        estimate: Global___TTFTEstimate | None = ...,
+        note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["estimate", b"estimate", "predicted_ttft", b"predicted_ttft"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket_id", b"bucket_id", "engine_id", b"engine_id", "estimate", b"estimate", "met", b"met", "note", b"note", "predicted_ttft", b"predicted_ttft"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BucketTTFT: _TypeAlias = BucketTTFT  # noqa: Y015
+
+@_typing.final
+class TTFTEstimate(_message.Message):
+    """TTFTEstimate is one engine's estimated time to first token for a request,
+    as ttft_aware computes it: estimate = queue + slot_wait + own_prefill.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ESTIMATE_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    SLOT_WAIT_FIELD_NUMBER: _builtins.int
+    OWN_PREFILL_FIELD_NUMBER: _builtins.int
+    QUEUE_TOKENS_FIELD_NUMBER: _builtins.int
+    QUEUE_FROM_FIELD_NUMBER: _builtins.int
+    PREFILL_TOKENS_PER_S_FIELD_NUMBER: _builtins.int
+    PREFILL_RATE_DEFAULT_FIELD_NUMBER: _builtins.int
+    BATCH_FULL_FIELD_NUMBER: _builtins.int
+    queue_tokens: _builtins.int
+    """The prefill tokens ahead, dispatches since the load report included."""
+    queue_from: _builtins.str
+    """Where queue_tokens came from: "reported pending prefill", "waiting
+    requests × typical_request_tokens" or "in-flight ×
+    typical_request_tokens (load unknown)".
+    """
+    prefill_tokens_per_s: _builtins.float
+    """The engine prefill throughput used, in tokens per second."""
+    prefill_rate_default: _builtins.bool
+    """True when the engine reported no throughput and
+    default_prefill_tokens_per_s × ranks was assumed.
+    """
+    batch_full: _builtins.bool
+    """True when the engine would queue the request (waiting requests, or no
+    free batch slot).
+    """
+    @_builtins.property
+    def estimate(self) -> _duration_pb2.Duration:
+        """The whole estimate."""
+
+    @_builtins.property
+    def queue(self) -> _duration_pb2.Duration:
+        """The time to prefill the tokens queued ahead: queue_tokens divided by
+        prefill_tokens_per_s.
+        """
+
+    @_builtins.property
+    def slot_wait(self) -> _duration_pb2.Duration:
+        """The time to wait for a batch slot on an engine that would queue the
+        request; zero otherwise, or when it cannot be measured.
+        """
+
+    @_builtins.property
+    def own_prefill(self) -> _duration_pb2.Duration:
+        """The time to prefill this request's own uncached tokens on one rank."""
+
+    def __init__(
+        self,
+        *,
+        estimate: _duration_pb2.Duration | None = ...,
+        queue: _duration_pb2.Duration | None = ...,
+        slot_wait: _duration_pb2.Duration | None = ...,
+        own_prefill: _duration_pb2.Duration | None = ...,
+        queue_tokens: _builtins.int = ...,
+        queue_from: _builtins.str = ...,
+        prefill_tokens_per_s: _builtins.float = ...,
+        prefill_rate_default: _builtins.bool = ...,
+        batch_full: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["estimate", b"estimate", "own_prefill", b"own_prefill", "queue", b"queue", "slot_wait", b"slot_wait"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_full", b"batch_full", "estimate", b"estimate", "own_prefill", b"own_prefill", "prefill_rate_default", b"prefill_rate_default", "prefill_tokens_per_s", b"prefill_tokens_per_s", "queue", b"queue", "queue_from", b"queue_from", "queue_tokens", b"queue_tokens", "slot_wait", b"slot_wait"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TTFTEstimate: _TypeAlias = TTFTEstimate  # noqa: Y015
 
 @_typing.final
 class BucketAttempt(_message.Message):
@@ -492,6 +686,7 @@ class CandidateInfo(_message.Message):
     NOTE_FIELD_NUMBER: _builtins.int
     MATCHED_TOKENS_FIELD_NUMBER: _builtins.int
     UNCACHED_TOKENS_FIELD_NUMBER: _builtins.int
+    TTFT_FIELD_NUMBER: _builtins.int
     engine_id: _builtins.str
     """The engine's id."""
     load_known: _builtins.bool
@@ -521,12 +716,22 @@ class CandidateInfo(_message.Message):
     load".
     """
     matched_tokens: _builtins.int
-    """For a cache-aware holder: the prefix tokens it already holds."""
+    """For a cache-aware holder or a ttft_aware candidate: the prefix tokens it
+    already holds.
+    """
     uncached_tokens: _builtins.int
-    """For a cache-aware holder: the input tokens it would still have to prefill."""
+    """For a cache-aware holder or a ttft_aware candidate: the input tokens it
+    would still have to prefill.
+    """
     @_builtins.property
     def load_age(self) -> _duration_pb2.Duration:
         """The age of the load report used."""
+
+    @_builtins.property
+    def ttft(self) -> Global___TTFTEstimate:
+        """For a ttft_aware candidate: its estimated time to first token and the
+        estimate's parts; unset for other policies.
+        """
 
     def __init__(
         self,
@@ -544,10 +749,11 @@ class CandidateInfo(_message.Message):
         note: _builtins.str = ...,
         matched_tokens: _builtins.int = ...,
         uncached_tokens: _builtins.int = ...,
+        ttft: Global___TTFTEstimate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["load_age", b"load_age"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["load_age", b"load_age", "ttft", b"ttft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine_id", b"engine_id", "inflight_requests", b"inflight_requests", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_used_tokens", b"kv_used_tokens", "load_age", b"load_age", "load_known", b"load_known", "matched_tokens", b"matched_tokens", "note", b"note", "rejection", b"rejection", "running_requests", b"running_requests", "uncached_tokens", b"uncached_tokens", "waiting_requests", b"waiting_requests", "waiting_uncached_tokens", b"waiting_uncached_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine_id", b"engine_id", "inflight_requests", b"inflight_requests", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_used_tokens", b"kv_used_tokens", "load_age", b"load_age", "load_known", b"load_known", "matched_tokens", b"matched_tokens", "note", b"note", "rejection", b"rejection", "running_requests", b"running_requests", "ttft", b"ttft", "uncached_tokens", b"uncached_tokens", "waiting_requests", b"waiting_requests", "waiting_uncached_tokens", b"waiting_uncached_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -104,6 +104,21 @@ export type DecideRequest = Message<"sluice.v1.DecideRequest"> & {
      * @generated from field: string cache_salt = 12;
      */
     cacheSalt: string;
+    /**
+     * The request's time-to-first-token target in milliseconds (the gateway
+     * maps its x-ttft-slo-ms header here). When the configuration enables
+     * ttft_slo, the buckets whose predicted time to first token meets the
+     * target are tried first, the rest after them, each part in capacity
+     * order. It must then be a positive finite number no larger than
+     * ttft_slo.max_target_ms, or the call fails with INVALID_ARGUMENT
+     * (INVALID_TTFT_SLO). When the configuration does not enable ttft_slo it
+     * is ignored, whatever its value (NaN included: the gateway sends NaN for
+     * a header that is not a number, so that the decider decides whether that
+     * matters). Unset means no target.
+     *
+     * @generated from field: optional double ttft_slo_ms = 13;
+     */
+    ttftSloMs?: number | undefined;
 };
 /**
  * Describes the message sluice.v1.DecideRequest.
@@ -286,12 +301,178 @@ export type Explain = Message<"sluice.v1.Explain"> & {
      * @generated from field: google.protobuf.Duration oldest_load_age = 2;
      */
     oldestLoadAge?: Duration | undefined;
+    /**
+     * How the request's ttft_slo_ms shaped the bucket order; unset when the
+     * request carried no target.
+     *
+     * @generated from field: sluice.v1.TTFTSLOExplain ttft_slo = 3;
+     */
+    ttftSlo?: TTFTSLOExplain | undefined;
 };
 /**
  * Describes the message sluice.v1.Explain.
  * Use `create(ExplainSchema)` to create a new message.
  */
 export declare const ExplainSchema: GenMessage<Explain>;
+/**
+ * TTFTSLOExplain is what the time-to-first-token preference did with a
+ * request's target.
+ *
+ * @generated from message sluice.v1.TTFTSLOExplain
+ */
+export type TTFTSLOExplain = Message<"sluice.v1.TTFTSLOExplain"> & {
+    /**
+     * The request's ttft_slo_ms.
+     *
+     * @generated from field: double target_ms = 1;
+     */
+    targetMs: number;
+    /**
+     * "ordered": buckets were ordered by predicted time to first token;
+     * "disabled": the configuration does not enable ttft_slo, so the target
+     * was ignored and buckets kept capacity order.
+     *
+     * @generated from field: string status = 2;
+     */
+    status: string;
+    /**
+     * Every bucket the request fits, in the order they were to be tried, with
+     * its prediction; empty when status is "disabled".
+     *
+     * @generated from field: repeated sluice.v1.BucketTTFT buckets = 3;
+     */
+    buckets: BucketTTFT[];
+};
+/**
+ * Describes the message sluice.v1.TTFTSLOExplain.
+ * Use `create(TTFTSLOExplainSchema)` to create a new message.
+ */
+export declare const TTFTSLOExplainSchema: GenMessage<TTFTSLOExplain>;
+/**
+ * BucketTTFT is one bucket's predicted time to first token for a request:
+ * the least ttft_aware estimate among the eligible engines of its plain
+ * group, or of its prefill group for a disaggregated bucket.
+ *
+ * @generated from message sluice.v1.BucketTTFT
+ */
+export type BucketTTFT = Message<"sluice.v1.BucketTTFT"> & {
+    /**
+     * The bucket's id.
+     *
+     * @generated from field: string bucket_id = 1;
+     */
+    bucketId: string;
+    /**
+     * The least estimate; unset when the bucket had no eligible engine.
+     *
+     * @generated from field: google.protobuf.Duration predicted_ttft = 2;
+     */
+    predictedTtft?: Duration | undefined;
+    /**
+     * Whether predicted_ttft is at or below the target. False when there is
+     * no prediction.
+     *
+     * @generated from field: bool met = 3;
+     */
+    met: boolean;
+    /**
+     * The engine the least estimate belongs to; empty without a prediction.
+     *
+     * @generated from field: string engine_id = 4;
+     */
+    engineId: string;
+    /**
+     * The estimate's parts on that engine; unset without a prediction.
+     *
+     * @generated from field: sluice.v1.TTFTEstimate estimate = 5;
+     */
+    estimate?: TTFTEstimate | undefined;
+    /**
+     * Why there is no prediction, for example "no eligible prefill engine";
+     * empty when there is one.
+     *
+     * @generated from field: string note = 6;
+     */
+    note: string;
+};
+/**
+ * Describes the message sluice.v1.BucketTTFT.
+ * Use `create(BucketTTFTSchema)` to create a new message.
+ */
+export declare const BucketTTFTSchema: GenMessage<BucketTTFT>;
+/**
+ * TTFTEstimate is one engine's estimated time to first token for a request,
+ * as ttft_aware computes it: estimate = queue + slot_wait + own_prefill.
+ *
+ * @generated from message sluice.v1.TTFTEstimate
+ */
+export type TTFTEstimate = Message<"sluice.v1.TTFTEstimate"> & {
+    /**
+     * The whole estimate.
+     *
+     * @generated from field: google.protobuf.Duration estimate = 1;
+     */
+    estimate?: Duration | undefined;
+    /**
+     * The time to prefill the tokens queued ahead: queue_tokens divided by
+     * prefill_tokens_per_s.
+     *
+     * @generated from field: google.protobuf.Duration queue = 2;
+     */
+    queue?: Duration | undefined;
+    /**
+     * The time to wait for a batch slot on an engine that would queue the
+     * request; zero otherwise, or when it cannot be measured.
+     *
+     * @generated from field: google.protobuf.Duration slot_wait = 3;
+     */
+    slotWait?: Duration | undefined;
+    /**
+     * The time to prefill this request's own uncached tokens on one rank.
+     *
+     * @generated from field: google.protobuf.Duration own_prefill = 4;
+     */
+    ownPrefill?: Duration | undefined;
+    /**
+     * The prefill tokens ahead, dispatches since the load report included.
+     *
+     * @generated from field: int64 queue_tokens = 5;
+     */
+    queueTokens: bigint;
+    /**
+     * Where queue_tokens came from: "reported pending prefill", "waiting
+     * requests × typical_request_tokens" or "in-flight ×
+     * typical_request_tokens (load unknown)".
+     *
+     * @generated from field: string queue_from = 6;
+     */
+    queueFrom: string;
+    /**
+     * The engine prefill throughput used, in tokens per second.
+     *
+     * @generated from field: double prefill_tokens_per_s = 7;
+     */
+    prefillTokensPerS: number;
+    /**
+     * True when the engine reported no throughput and
+     * default_prefill_tokens_per_s × ranks was assumed.
+     *
+     * @generated from field: bool prefill_rate_default = 8;
+     */
+    prefillRateDefault: boolean;
+    /**
+     * True when the engine would queue the request (waiting requests, or no
+     * free batch slot).
+     *
+     * @generated from field: bool batch_full = 9;
+     */
+    batchFull: boolean;
+};
+/**
+ * Describes the message sluice.v1.TTFTEstimate.
+ * Use `create(TTFTEstimateSchema)` to create a new message.
+ */
+export declare const TTFTEstimateSchema: GenMessage<TTFTEstimate>;
 /**
  * BucketAttempt is one bucket the decider tried.
  *
@@ -471,17 +652,26 @@ export type CandidateInfo = Message<"sluice.v1.CandidateInfo"> & {
      */
     note: string;
     /**
-     * For a cache-aware holder: the prefix tokens it already holds.
+     * For a cache-aware holder or a ttft_aware candidate: the prefix tokens it
+     * already holds.
      *
      * @generated from field: int64 matched_tokens = 12;
      */
     matchedTokens: bigint;
     /**
-     * For a cache-aware holder: the input tokens it would still have to prefill.
+     * For a cache-aware holder or a ttft_aware candidate: the input tokens it
+     * would still have to prefill.
      *
      * @generated from field: int64 uncached_tokens = 13;
      */
     uncachedTokens: bigint;
+    /**
+     * For a ttft_aware candidate: its estimated time to first token and the
+     * estimate's parts; unset for other policies.
+     *
+     * @generated from field: sluice.v1.TTFTEstimate ttft = 14;
+     */
+    ttft?: TTFTEstimate | undefined;
 };
 /**
  * Describes the message sluice.v1.CandidateInfo.

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sluice/v1/decider.proto.
  */
 export const file_sluice_v1_decider: GenFile = /*@__PURE__*/
-  fileDesc("ChdzbHVpY2UvdjEvZGVjaWRlci5wcm90bxIJc2x1aWNlLnYxIqYCCg1EZWNpZGVSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoAxIhChRleHBlY3RlZF9wZWFrX3Rva2VucxgDIAEoA0gAiAEBEhEKCXRva2VuX2lkcxgEIAMoDRITCgtzZXNzaW9uX2tleRgFIAEoCRITCgtyb3V0aW5nX2tleRgGIAEoCRISCgpyZXF1ZXN0X2lkGAcgASgJEg8KB2RyeV9ydW4YCCABKAgSDwoHZXhwbGFpbhgJIAEoCBIaChJleGNsdWRlX2VuZ2luZV9pZHMYCiADKAkSEQoJbG9yYV9uYW1lGAsgASgJEhIKCmNhY2hlX3NhbHQYDCABKAlCFwoVX2V4cGVjdGVkX3BlYWtfdG9rZW5zIs0BCg5EZWNpZGVSZXNwb25zZRIRCglidWNrZXRfaWQYASABKAkSFgoOY29uZmlnX3ZlcnNpb24YAiABKAMSIwoEcGljaxgDIAEoCzIVLnNsdWljZS52MS5CdWNrZXRQaWNrEhAKCGxlYXNlX2lkGAQgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiMKB2V4cGxhaW4YBiABKAsyEi5zbHVpY2UudjEuRXhwbGFpbiJoCgpCdWNrZXRQaWNrEiYKBXBsYWluGAEgASgLMhUuc2x1aWNlLnYxLkVuZ2luZVBpY2tIABIqCgJwZBgCIAEoCzIcLnNsdWljZS52MS5QcmVmaWxsRGVjb2RlUGlja0gAQgYKBGtpbmQiYgoRUHJlZmlsbERlY29kZVBpY2sSJgoHcHJlZmlsbBgBIAEoCzIVLnNsdWljZS52MS5FbmdpbmVQaWNrEiUKBmRlY29kZRgCIAEoCzIVLnNsdWljZS52MS5FbmdpbmVQaWNrInMKCkVuZ2luZVBpY2sSEQoJZW5naW5lX2lkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZyZWFzb24YAyABKAkSFgoOYm9vdHN0cmFwX3BvcnQYBCABKA0SHQoEcm9sZRgFIAEoDjIPLnNsdWljZS52MS5Sb2xlImkKB0V4cGxhaW4SKgoIYXR0ZW1wdHMYASADKAsyGC5zbHVpY2UudjEuQnVja2V0QXR0ZW1wdBIyCg9vbGRlc3RfbG9hZF9hZ2UYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ibgoNQnVja2V0QXR0ZW1wdBIRCglidWNrZXRfaWQYASABKAkSEAoIY2FwYWNpdHkYAiABKAMSDwoHb3V0Y29tZRgDIAEoCRInCgZzdGFnZXMYBCADKAsyFy5zbHVpY2UudjEuU3RhZ2VBdHRlbXB0Is0BCgxTdGFnZUF0dGVtcHQSHQoEcm9sZRgBIAEoDjIPLnNsdWljZS52MS5Sb2xlEg4KBnBvbGljeRgCIAEoCRIsCgpjYW5kaWRhdGVzGAMgAygLMhguc2x1aWNlLnYxLkNhbmRpZGF0ZUluZm8SDwoHb3V0Y29tZRgEIAEoCRIYChBwaWNrZWRfZW5naW5lX2lkGAUgASgJEg4KBnJlYXNvbhgGIAEoCRIOCgZkZXRhaWwYByABKAkSFQoNcHJlZml4X2xvb2t1cBgIIAEoCSLZAgoNQ2FuZGlkYXRlSW5mbxIRCgllbmdpbmVfaWQYASABKAkSEgoKbG9hZF9rbm93bhgCIAEoCBIrCghsb2FkX2FnZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBydW5uaW5nX3JlcXVlc3RzGAQgASgDEhgKEHdhaXRpbmdfcmVxdWVzdHMYBSABKAMSFgoOa3ZfdXNlZF90b2tlbnMYBiABKAMSGgoSa3ZfY2FwYWNpdHlfdG9rZW5zGAcgASgDEh8KF3dhaXRpbmdfdW5jYWNoZWRfdG9rZW5zGAggASgDEhkKEWluZmxpZ2h0X3JlcXVlc3RzGAkgASgDEhEKCXJlamVjdGlvbhgKIAEoCRIMCgRub3RlGAsgASgJEhYKDm1hdGNoZWRfdG9rZW5zGAwgASgDEhcKD3VuY2FjaGVkX3Rva2VucxgNIAEoAyJpCg5SZWxlYXNlUmVxdWVzdBIQCghsZWFzZV9pZBgBIAEoCRIqCgdvdXRjb21lGAIgASgOMhkuc2x1aWNlLnYxLlJlbGVhc2VPdXRjb21lEhkKEWZhaWxlZF9lbmdpbmVfaWRzGAMgAygJIiMKD1JlbGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCpPCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX1BMQUlOEAESEAoMUk9MRV9QUkVGSUxMEAISDwoLUk9MRV9ERUNPREUQAyqRAQoOUmVsZWFzZU91dGNvbWUSHwobUkVMRUFTRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVMRUFTRV9PVVRDT01FX1NVQ0NFU1MQARIiCh5SRUxFQVNFX09VVENPTUVfRU5HSU5FX0ZBSUxVUkUQAhIdChlSRUxFQVNFX09VVENPTUVfQ0FOQ0VMTEVEEAMykQEKDkRlY2lkZXJTZXJ2aWNlEj0KBkRlY2lkZRIYLnNsdWljZS52MS5EZWNpZGVSZXF1ZXN0Ghkuc2x1aWNlLnYxLkRlY2lkZVJlc3BvbnNlEkAKB1JlbGVhc2USGS5zbHVpY2UudjEuUmVsZWFzZVJlcXVlc3QaGi5zbHVpY2UudjEuUmVsZWFzZVJlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2x1aWNlaHEvc2x1aWNlL2dlbi9zbHVpY2UvdjE7c2x1aWNldjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChdzbHVpY2UvdjEvZGVjaWRlci5wcm90bxIJc2x1aWNlLnYxItACCg1EZWNpZGVSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhQKDGlucHV0X3Rva2VucxgCIAEoAxIhChRleHBlY3RlZF9wZWFrX3Rva2VucxgDIAEoA0gAiAEBEhEKCXRva2VuX2lkcxgEIAMoDRITCgtzZXNzaW9uX2tleRgFIAEoCRITCgtyb3V0aW5nX2tleRgGIAEoCRISCgpyZXF1ZXN0X2lkGAcgASgJEg8KB2RyeV9ydW4YCCABKAgSDwoHZXhwbGFpbhgJIAEoCBIaChJleGNsdWRlX2VuZ2luZV9pZHMYCiADKAkSEQoJbG9yYV9uYW1lGAsgASgJEhIKCmNhY2hlX3NhbHQYDCABKAkSGAoLdHRmdF9zbG9fbXMYDSABKAFIAYgBAUIXChVfZXhwZWN0ZWRfcGVha190b2tlbnNCDgoMX3R0ZnRfc2xvX21zIs0BCg5EZWNpZGVSZXNwb25zZRIRCglidWNrZXRfaWQYASABKAkSFgoOY29uZmlnX3ZlcnNpb24YAiABKAMSIwoEcGljaxgDIAEoCzIVLnNsdWljZS52MS5CdWNrZXRQaWNrEhAKCGxlYXNlX2lkGAQgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiMKB2V4cGxhaW4YBiABKAsyEi5zbHVpY2UudjEuRXhwbGFpbiJoCgpCdWNrZXRQaWNrEiYKBXBsYWluGAEgASgLMhUuc2x1aWNlLnYxLkVuZ2luZVBpY2tIABIqCgJwZBgCIAEoCzIcLnNsdWljZS52MS5QcmVmaWxsRGVjb2RlUGlja0gAQgYKBGtpbmQiYgoRUHJlZmlsbERlY29kZVBpY2sSJgoHcHJlZmlsbBgBIAEoCzIVLnNsdWljZS52MS5FbmdpbmVQaWNrEiUKBmRlY29kZRgCIAEoCzIVLnNsdWljZS52MS5FbmdpbmVQaWNrInMKCkVuZ2luZVBpY2sSEQoJZW5naW5lX2lkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZyZWFzb24YAyABKAkSFgoOYm9vdHN0cmFwX3BvcnQYBCABKA0SHQoEcm9sZRgFIAEoDjIPLnNsdWljZS52MS5Sb2xlIpYBCgdFeHBsYWluEioKCGF0dGVtcHRzGAEgAygLMhguc2x1aWNlLnYxLkJ1Y2tldEF0dGVtcHQSMgoPb2xkZXN0X2xvYWRfYWdlGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEisKCHR0ZnRfc2xvGAMgASgLMhkuc2x1aWNlLnYxLlRURlRTTE9FeHBsYWluIlsKDlRURlRTTE9FeHBsYWluEhEKCXRhcmdldF9tcxgBIAEoARIOCgZzdGF0dXMYAiABKAkSJgoHYnVja2V0cxgDIAMoCzIVLnNsdWljZS52MS5CdWNrZXRUVEZUIqsBCgpCdWNrZXRUVEZUEhEKCWJ1Y2tldF9pZBgBIAEoCRIxCg5wcmVkaWN0ZWRfdHRmdBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhILCgNtZXQYAyABKAgSEQoJZW5naW5lX2lkGAQgASgJEikKCGVzdGltYXRlGAUgASgLMhcuc2x1aWNlLnYxLlRURlRFc3RpbWF0ZRIMCgRub3RlGAYgASgJIr0CCgxUVEZURXN0aW1hdGUSKwoIZXN0aW1hdGUYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFcXVldWUYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLAoJc2xvdF93YWl0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC293bl9wcmVmaWxsGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhQKDHF1ZXVlX3Rva2VucxgFIAEoAxISCgpxdWV1ZV9mcm9tGAYgASgJEhwKFHByZWZpbGxfdG9rZW5zX3Blcl9zGAcgASgBEhwKFHByZWZpbGxfcmF0ZV9kZWZhdWx0GAggASgIEhIKCmJhdGNoX2Z1bGwYCSABKAgibgoNQnVja2V0QXR0ZW1wdBIRCglidWNrZXRfaWQYASABKAkSEAoIY2FwYWNpdHkYAiABKAMSDwoHb3V0Y29tZRgDIAEoCRInCgZzdGFnZXMYBCADKAsyFy5zbHVpY2UudjEuU3RhZ2VBdHRlbXB0Is0BCgxTdGFnZUF0dGVtcHQSHQoEcm9sZRgBIAEoDjIPLnNsdWljZS52MS5Sb2xlEg4KBnBvbGljeRgCIAEoCRIsCgpjYW5kaWRhdGVzGAMgAygLMhguc2x1aWNlLnYxLkNhbmRpZGF0ZUluZm8SDwoHb3V0Y29tZRgEIAEoCRIYChBwaWNrZWRfZW5naW5lX2lkGAUgASgJEg4KBnJlYXNvbhgGIAEoCRIOCgZkZXRhaWwYByABKAkSFQoNcHJlZml4X2xvb2t1cBgIIAEoCSKAAwoNQ2FuZGlkYXRlSW5mbxIRCgllbmdpbmVfaWQYASABKAkSEgoKbG9hZF9rbm93bhgCIAEoCBIrCghsb2FkX2FnZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBydW5uaW5nX3JlcXVlc3RzGAQgASgDEhgKEHdhaXRpbmdfcmVxdWVzdHMYBSABKAMSFgoOa3ZfdXNlZF90b2tlbnMYBiABKAMSGgoSa3ZfY2FwYWNpdHlfdG9rZW5zGAcgASgDEh8KF3dhaXRpbmdfdW5jYWNoZWRfdG9rZW5zGAggASgDEhkKEWluZmxpZ2h0X3JlcXVlc3RzGAkgASgDEhEKCXJlamVjdGlvbhgKIAEoCRIMCgRub3RlGAsgASgJEhYKDm1hdGNoZWRfdG9rZW5zGAwgASgDEhcKD3VuY2FjaGVkX3Rva2VucxgNIAEoAxIlCgR0dGZ0GA4gASgLMhcuc2x1aWNlLnYxLlRURlRFc3RpbWF0ZSJpCg5SZWxlYXNlUmVxdWVzdBIQCghsZWFzZV9pZBgBIAEoCRIqCgdvdXRjb21lGAIgASgOMhkuc2x1aWNlLnYxLlJlbGVhc2VPdXRjb21lEhkKEWZhaWxlZF9lbmdpbmVfaWRzGAMgAygJIiMKD1JlbGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCCpPCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX1BMQUlOEAESEAoMUk9MRV9QUkVGSUxMEAISDwoLUk9MRV9ERUNPREUQAyqRAQoOUmVsZWFzZU91dGNvbWUSHwobUkVMRUFTRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVMRUFTRV9PVVRDT01FX1NVQ0NFU1MQARIiCh5SRUxFQVNFX09VVENPTUVfRU5HSU5FX0ZBSUxVUkUQAhIdChlSRUxFQVNFX09VVENPTUVfQ0FOQ0VMTEVEEAMykQEKDkRlY2lkZXJTZXJ2aWNlEj0KBkRlY2lkZRIYLnNsdWljZS52MS5EZWNpZGVSZXF1ZXN0Ghkuc2x1aWNlLnYxLkRlY2lkZVJlc3BvbnNlEkAKB1JlbGVhc2USGS5zbHVpY2UudjEuUmVsZWFzZVJlcXVlc3QaGi5zbHVpY2UudjEuUmVsZWFzZVJlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2x1aWNlaHEvc2x1aWNlL2dlbi9zbHVpY2UvdjE7c2x1aWNldjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * DecideRequest carries the routing facts of one request. The caller computes
@@ -124,6 +124,22 @@ export type DecideRequest = Message<"sluice.v1.DecideRequest"> & {
    * @generated from field: string cache_salt = 12;
    */
   cacheSalt: string;
+
+  /**
+   * The request's time-to-first-token target in milliseconds (the gateway
+   * maps its x-ttft-slo-ms header here). When the configuration enables
+   * ttft_slo, the buckets whose predicted time to first token meets the
+   * target are tried first, the rest after them, each part in capacity
+   * order. It must then be a positive finite number no larger than
+   * ttft_slo.max_target_ms, or the call fails with INVALID_ARGUMENT
+   * (INVALID_TTFT_SLO). When the configuration does not enable ttft_slo it
+   * is ignored, whatever its value (NaN included: the gateway sends NaN for
+   * a header that is not a number, so that the decider decides whether that
+   * matters). Unset means no target.
+   *
+   * @generated from field: optional double ttft_slo_ms = 13;
+   */
+  ttftSloMs?: number | undefined;
 };
 
 /**
@@ -329,6 +345,14 @@ export type Explain = Message<"sluice.v1.Explain"> & {
    * @generated from field: google.protobuf.Duration oldest_load_age = 2;
    */
   oldestLoadAge?: Duration | undefined;
+
+  /**
+   * How the request's ttft_slo_ms shaped the bucket order; unset when the
+   * request carried no target.
+   *
+   * @generated from field: sluice.v1.TTFTSLOExplain ttft_slo = 3;
+   */
+  ttftSlo?: TTFTSLOExplain | undefined;
 };
 
 /**
@@ -337,6 +361,189 @@ export type Explain = Message<"sluice.v1.Explain"> & {
  */
 export const ExplainSchema: GenMessage<Explain> = /*@__PURE__*/
   messageDesc(file_sluice_v1_decider, 5);
+
+/**
+ * TTFTSLOExplain is what the time-to-first-token preference did with a
+ * request's target.
+ *
+ * @generated from message sluice.v1.TTFTSLOExplain
+ */
+export type TTFTSLOExplain = Message<"sluice.v1.TTFTSLOExplain"> & {
+  /**
+   * The request's ttft_slo_ms.
+   *
+   * @generated from field: double target_ms = 1;
+   */
+  targetMs: number;
+
+  /**
+   * "ordered": buckets were ordered by predicted time to first token;
+   * "disabled": the configuration does not enable ttft_slo, so the target
+   * was ignored and buckets kept capacity order.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * Every bucket the request fits, in the order they were to be tried, with
+   * its prediction; empty when status is "disabled".
+   *
+   * @generated from field: repeated sluice.v1.BucketTTFT buckets = 3;
+   */
+  buckets: BucketTTFT[];
+};
+
+/**
+ * Describes the message sluice.v1.TTFTSLOExplain.
+ * Use `create(TTFTSLOExplainSchema)` to create a new message.
+ */
+export const TTFTSLOExplainSchema: GenMessage<TTFTSLOExplain> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_decider, 6);
+
+/**
+ * BucketTTFT is one bucket's predicted time to first token for a request:
+ * the least ttft_aware estimate among the eligible engines of its plain
+ * group, or of its prefill group for a disaggregated bucket.
+ *
+ * @generated from message sluice.v1.BucketTTFT
+ */
+export type BucketTTFT = Message<"sluice.v1.BucketTTFT"> & {
+  /**
+   * The bucket's id.
+   *
+   * @generated from field: string bucket_id = 1;
+   */
+  bucketId: string;
+
+  /**
+   * The least estimate; unset when the bucket had no eligible engine.
+   *
+   * @generated from field: google.protobuf.Duration predicted_ttft = 2;
+   */
+  predictedTtft?: Duration | undefined;
+
+  /**
+   * Whether predicted_ttft is at or below the target. False when there is
+   * no prediction.
+   *
+   * @generated from field: bool met = 3;
+   */
+  met: boolean;
+
+  /**
+   * The engine the least estimate belongs to; empty without a prediction.
+   *
+   * @generated from field: string engine_id = 4;
+   */
+  engineId: string;
+
+  /**
+   * The estimate's parts on that engine; unset without a prediction.
+   *
+   * @generated from field: sluice.v1.TTFTEstimate estimate = 5;
+   */
+  estimate?: TTFTEstimate | undefined;
+
+  /**
+   * Why there is no prediction, for example "no eligible prefill engine";
+   * empty when there is one.
+   *
+   * @generated from field: string note = 6;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message sluice.v1.BucketTTFT.
+ * Use `create(BucketTTFTSchema)` to create a new message.
+ */
+export const BucketTTFTSchema: GenMessage<BucketTTFT> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_decider, 7);
+
+/**
+ * TTFTEstimate is one engine's estimated time to first token for a request,
+ * as ttft_aware computes it: estimate = queue + slot_wait + own_prefill.
+ *
+ * @generated from message sluice.v1.TTFTEstimate
+ */
+export type TTFTEstimate = Message<"sluice.v1.TTFTEstimate"> & {
+  /**
+   * The whole estimate.
+   *
+   * @generated from field: google.protobuf.Duration estimate = 1;
+   */
+  estimate?: Duration | undefined;
+
+  /**
+   * The time to prefill the tokens queued ahead: queue_tokens divided by
+   * prefill_tokens_per_s.
+   *
+   * @generated from field: google.protobuf.Duration queue = 2;
+   */
+  queue?: Duration | undefined;
+
+  /**
+   * The time to wait for a batch slot on an engine that would queue the
+   * request; zero otherwise, or when it cannot be measured.
+   *
+   * @generated from field: google.protobuf.Duration slot_wait = 3;
+   */
+  slotWait?: Duration | undefined;
+
+  /**
+   * The time to prefill this request's own uncached tokens on one rank.
+   *
+   * @generated from field: google.protobuf.Duration own_prefill = 4;
+   */
+  ownPrefill?: Duration | undefined;
+
+  /**
+   * The prefill tokens ahead, dispatches since the load report included.
+   *
+   * @generated from field: int64 queue_tokens = 5;
+   */
+  queueTokens: bigint;
+
+  /**
+   * Where queue_tokens came from: "reported pending prefill", "waiting
+   * requests × typical_request_tokens" or "in-flight ×
+   * typical_request_tokens (load unknown)".
+   *
+   * @generated from field: string queue_from = 6;
+   */
+  queueFrom: string;
+
+  /**
+   * The engine prefill throughput used, in tokens per second.
+   *
+   * @generated from field: double prefill_tokens_per_s = 7;
+   */
+  prefillTokensPerS: number;
+
+  /**
+   * True when the engine reported no throughput and
+   * default_prefill_tokens_per_s × ranks was assumed.
+   *
+   * @generated from field: bool prefill_rate_default = 8;
+   */
+  prefillRateDefault: boolean;
+
+  /**
+   * True when the engine would queue the request (waiting requests, or no
+   * free batch slot).
+   *
+   * @generated from field: bool batch_full = 9;
+   */
+  batchFull: boolean;
+};
+
+/**
+ * Describes the message sluice.v1.TTFTEstimate.
+ * Use `create(TTFTEstimateSchema)` to create a new message.
+ */
+export const TTFTEstimateSchema: GenMessage<TTFTEstimate> = /*@__PURE__*/
+  messageDesc(file_sluice_v1_decider, 8);
 
 /**
  * BucketAttempt is one bucket the decider tried.
@@ -380,7 +587,7 @@ export type BucketAttempt = Message<"sluice.v1.BucketAttempt"> & {
  * Use `create(BucketAttemptSchema)` to create a new message.
  */
 export const BucketAttemptSchema: GenMessage<BucketAttempt> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_decider, 6);
+  messageDesc(file_sluice_v1_decider, 9);
 
 /**
  * StageAttempt is one engine-selection stage inside a bucket attempt.
@@ -453,7 +660,7 @@ export type StageAttempt = Message<"sluice.v1.StageAttempt"> & {
  * Use `create(StageAttemptSchema)` to create a new message.
  */
 export const StageAttemptSchema: GenMessage<StageAttempt> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_decider, 7);
+  messageDesc(file_sluice_v1_decider, 10);
 
 /**
  * CandidateInfo is one engine a stage considered, with the load data the
@@ -544,18 +751,28 @@ export type CandidateInfo = Message<"sluice.v1.CandidateInfo"> & {
   note: string;
 
   /**
-   * For a cache-aware holder: the prefix tokens it already holds.
+   * For a cache-aware holder or a ttft_aware candidate: the prefix tokens it
+   * already holds.
    *
    * @generated from field: int64 matched_tokens = 12;
    */
   matchedTokens: bigint;
 
   /**
-   * For a cache-aware holder: the input tokens it would still have to prefill.
+   * For a cache-aware holder or a ttft_aware candidate: the input tokens it
+   * would still have to prefill.
    *
    * @generated from field: int64 uncached_tokens = 13;
    */
   uncachedTokens: bigint;
+
+  /**
+   * For a ttft_aware candidate: its estimated time to first token and the
+   * estimate's parts; unset for other policies.
+   *
+   * @generated from field: sluice.v1.TTFTEstimate ttft = 14;
+   */
+  ttft?: TTFTEstimate | undefined;
 };
 
 /**
@@ -563,7 +780,7 @@ export type CandidateInfo = Message<"sluice.v1.CandidateInfo"> & {
  * Use `create(CandidateInfoSchema)` to create a new message.
  */
 export const CandidateInfoSchema: GenMessage<CandidateInfo> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_decider, 8);
+  messageDesc(file_sluice_v1_decider, 11);
 
 /**
  * ReleaseRequest closes a lease.
@@ -599,7 +816,7 @@ export type ReleaseRequest = Message<"sluice.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_decider, 9);
+  messageDesc(file_sluice_v1_decider, 12);
 
 /**
  * ReleaseResponse reports whether a lease was closed.
@@ -621,7 +838,7 @@ export type ReleaseResponse = Message<"sluice.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_sluice_v1_decider, 10);
+  messageDesc(file_sluice_v1_decider, 13);
 
 /**
  * Role is the part an engine plays in serving a request.
