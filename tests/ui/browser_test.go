@@ -184,10 +184,14 @@ func eval(expr string) chromedp.Action[chromedp.Void] { return chromedp.Evaluate
 func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
 // setValue sets an input's value.
-func setValue(sel, v string) chromedp.Action[chromedp.Void] { return chromedp.SetValue(chromedp.CSS(sel), v) }
+func setValue(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.SetValue(chromedp.CSS(sel), v)
+}
 
 // text returns the visible text of the element the CSS selector matches.
-func (b *browser) text(sel string) string { return value(b, "text of "+sel, chromedp.Text(chromedp.CSS(sel))) }
+func (b *browser) text(sel string) string {
+	return value(b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
 
 // screenshot saves the whole page as name.png in the artifacts directory.
 func (b *browser) screenshot(name string) {
@@ -221,12 +225,12 @@ type pageFigures struct {
 	Resources float64 `json:"resources"`
 }
 
-// loadPage opens url#/page in a fresh document and measures it.
-func (b *browser) loadPage(base, page string) pageFigures {
+// loadPage opens base?load=n#/page, a fresh document (the query makes it one) in the same
+// origin as the last, and measures it.
+func (b *browser) loadPage(base, page string, n int) pageFigures {
 	b.t.Helper()
 	b.run("load "+page, 30*time.Second,
-		chromedp.Navigate("about:blank"),
-		chromedp.Navigate(base+"#/"+page),
+		chromedp.Navigate(fmt.Sprintf("%s?load=%d#/%s", base, n, page)),
 		waitFor(fmt.Sprintf(`body[data-rendered=%q]`, page)))
 	return value(b, "figures of "+page, chromedp.Evaluate[pageFigures](fmt.Sprintf(`(() => {
   const nav = performance.getEntriesByType('navigation')[0];

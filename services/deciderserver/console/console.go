@@ -94,7 +94,7 @@ func New(logger *slog.Logger, deps Deps) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{logger: logger, deps: deps, closed: make(chan struct{}),
-		fleet: &fleetSources{reg: deps.Registry, load: deps.Load, leases: deps.Leases, health: deps.Health, uncertain: deps.Uncertain},
+		fleet:  &fleetSources{reg: deps.Registry, load: deps.Load, leases: deps.Leases, health: deps.Health, uncertain: deps.Uncertain},
 		static: http.StripPrefix(Prefix, http.FileServerFS(sub))}
 	slot := func(id string) (uint32, bool) {
 		w, ok := deps.Registry.Snapshot().Get(id)

@@ -55,9 +55,9 @@ type engineCache struct {
 	Hits      int64  `json:"hits"`
 	Misses    int64  `json:"misses"`
 	// Sampled decisions were looked up; Matched and Uncached sum their prompts.
-	Sampled   int64  `json:"sampled"`
-	Matched   int64  `json:"matched_tokens"`
-	Uncached  int64  `json:"uncached_tokens"`
+	Sampled  int64 `json:"sampled"`
+	Matched  int64 `json:"matched_tokens"`
+	Uncached int64 `json:"uncached_tokens"`
 }
 
 type cacheBin struct {

@@ -11,7 +11,7 @@ import (
 // call (Tail.Put) and never touches it again, so readers share it without copying.
 type Record struct {
 	// Seq is the tail's sequence number, 1 for the first call; Put sets it.
-	Seq uint64 `json:"seq"`
+	Seq uint64    `json:"seq"`
 	At  time.Time `json:"at"`
 	// TookMicros is the time spent in the decider, excluding transport.
 	TookMicros  int64  `json:"took_us"`

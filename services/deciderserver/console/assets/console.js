@@ -360,7 +360,7 @@ async function tailStart() {
   const ctrl = new AbortController();
   tail.abort = ctrl;
   try {
-    const init = await api('/ui/api/decisions?' + new URLSearchParams(Object.assign({ limit: 500 }, f)));
+    const init = await api('/ui/api/decisions?' + new URLSearchParams(Object.assign({ limit: 200 }, f)));
     if (ctrl.signal.aborted) return;
     banner('');
     tail.items = [];
@@ -535,6 +535,23 @@ function diffLines(a, b) {
   while (j < m) out.push(['+', b[j++]]);
   return out;
 }
+// hunks keeps the changed lines with ctx lines of context around them and folds the rest.
+function hunks(lines, ctx) {
+  if (!isFinite(ctx)) return lines;
+  const near = new Uint8Array(lines.length);
+  lines.forEach(([op], i) => { if (op !== ' ') for (let j = Math.max(0, i - ctx); j <= Math.min(lines.length - 1, i + ctx); j++) near[j] = 1; });
+  const out = [];
+  let folded = 0;
+  lines.forEach((l, i) => {
+    if (near[i]) {
+      if (folded) { out.push([' ', '… ' + folded + ' unchanged lines']); folded = 0; }
+      out.push(l);
+    } else folded++;
+  });
+  if (folded) out.push([' ', '… ' + folded + ' unchanged lines']);
+  if (!lines.some(([op]) => op !== ' ')) return [[' ', 'no change in the document']];
+  return out;
+}
 async function historyLoad() {
   try {
     const d = await api('/v1/admin/versions?limit=50');
@@ -565,7 +582,7 @@ async function showVersion(v) {
     let prev = null;
     if (v > 1) { try { prev = await api('/v1/admin/versions/' + (v - 1)); } catch (e) { prev = null; } }
     const lines = prev ? diffLines(pretty(prev.documentJson), pretty(cur.documentJson)) : pretty(cur.documentJson).map((l) => [' ', l]);
-    $('diff').replaceChildren(...lines.map(([op, l]) => h('span', { class: op === '+' ? 'add' : op === '-' ? 'del' : 'ctx', text: op + ' ' + l })));
+    $('diff').replaceChildren(...hunks(lines, prev ? 3 : Infinity).map(([op, l]) => h('span', { class: op === '+' ? 'add' : op === '-' ? 'del' : 'ctx', text: op + ' ' + l })));
   } catch (err) { $('diff').replaceChildren(h('span', { class: 'del', text: err.message })); }
 }
 async function rollback(ev) {
