@@ -77,15 +77,16 @@ func explainJSON(e *decider.Explain) (json.RawMessage, error) {
 	return protojson.Marshal(explainToProto(e))
 }
 
-// recordDecision is the Decide hook: one Record into the console's tail (an allocation, an
-// atomic add and a store; nothing waits for a reader), and now and then a Sample with a copy
-// of the prompt for the cache statistics. tail nil (console off) records nothing.
-func recordDecision(tail *console.Tail, req *policy.Request, dec *decider.Decision, err error, start time.Time) {
+// recordDecision is the Decide hook: one Record into the console's tail (built here, copied into
+// its slot: an atomic add and a copy, no allocation; nothing waits for a reader), and now and
+// then a Sample with a copy of the prompt for the cache statistics. It reads no clock: start and
+// took are the caller's (a clock read costs more than the rest of the hook on some VMs). tail
+// nil (console off) records nothing.
+func recordDecision(tail *console.Tail, req *policy.Request, dec *decider.Decision, err error, start time.Time, took time.Duration) {
 	if tail == nil {
 		return
 	}
-	now := time.Now()
-	r := &console.Record{At: start, TookMicros: now.Sub(start).Microseconds(), Model: req.Model, RequestID: req.RequestID,
+	r := console.Record{At: start, TookMicros: took.Microseconds(), Model: req.Model, RequestID: req.RequestID,
 		InputTokens: req.InputTokens, DryRun: req.DryRun}
 	if req.HasPeak {
 		r.PeakTokens = req.ExpectedPeakTokens
@@ -102,7 +103,7 @@ func recordDecision(tail *console.Tail, req *policy.Request, dec *decider.Decisi
 		}
 		r.Explain = explainOf(err)
 		r.HasExplain = r.Explain != nil
-		tail.Put(r)
+		tail.Put(&r)
 		return
 	}
 	r.Bucket, r.ConfigVersion, r.Explain, r.HasExplain = dec.BucketID, dec.ConfigVersion, dec.Explain, dec.Explain != nil
@@ -116,8 +117,8 @@ func recordDecision(tail *console.Tail, req *policy.Request, dec *decider.Decisi
 	if first.Engine != nil {
 		r.Engine, r.Reason = first.Engine.ID, first.Reason
 	}
-	tail.Put(r)
-	if r.Engine != "" && tail.WantSample(now.UnixNano(), len(req.TokenIDs)) {
+	tail.Put(&r)
+	if r.Engine != "" && tail.WantSample(start.UnixNano()+int64(took), len(req.TokenIDs)) {
 		tail.Offer(console.Sample{At: start, Engine: r.Engine, Model: req.Model, LoRA: req.LoRAName, CacheSalt: req.CacheSalt,
 			InputTokens: req.InputTokens, TokenIDs: append([]uint32(nil), req.TokenIDs...)})
 	}

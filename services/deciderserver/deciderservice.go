@@ -54,8 +54,9 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 		req.ExpectedPeakTokens, req.HasPeak = *in.ExpectedPeakTokens, true
 	}
 	dec, err := s.d.Decide(ctx, req)
-	s.metrics.observeDecide(time.Since(start), dec.BucketID, err, &dec)
-	recordDecision(s.console, &req, &dec, err, start)
+	took := time.Since(start)
+	s.metrics.observeDecide(took, dec.BucketID, err, &dec)
+	recordDecision(s.console, &req, &dec, err, start, took)
 	if err != nil {
 		if s.logger.Enabled(ctx, slog.LevelDebug) {
 			s.logger.DebugContext(ctx, "decide failed", slog.String("request_id", req.RequestID), slog.String("model", req.Model), slog.Any("error", err))

@@ -134,16 +134,16 @@ func (c *Console) serveDecisions(w http.ResponseWriter, r *http.Request) {
 	f := filterOf(r)
 	head := c.deps.Tail.Head()
 	recs, _, _ := c.deps.Tail.Since(head-min(head, TailSize), 0, nil)
-	recs = slices.DeleteFunc(recs, func(r *Record) bool { return !f.keep(r) })
+	recs = slices.DeleteFunc(recs, func(r Record) bool { return !f.keep(&r) })
 	if recs == nil {
-		recs = []*Record{} // an empty list, not null
+		recs = []Record{} // an empty list, not null
 	}
 	if len(recs) > limit {
 		recs = recs[len(recs)-limit:]
 	}
 	writeJSON(w, struct {
-		Head      uint64    `json:"head"`
-		Decisions []*Record `json:"decisions"`
+		Head      uint64   `json:"head"`
+		Decisions []Record `json:"decisions"`
 	}{head, recs})
 }
 
@@ -160,7 +160,7 @@ func (c *Console) serveDecision(w http.ResponseWriter, seqText string) {
 		return
 	}
 	out := struct {
-		*Record
+		Record
 		Explain json.RawMessage `json:"explain,omitempty"`
 	}{Record: rec}
 	if rec.Explain != nil && c.deps.ExplainJSON != nil {
@@ -205,7 +205,7 @@ func (c *Console) serveStream(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(streamTick)
 	defer t.Stop()
 	keepAlive := time.Now()
-	var buf []*Record
+	var buf []Record
 	for {
 		select {
 		case <-r.Context().Done():
@@ -222,7 +222,8 @@ func (c *Console) serveStream(w http.ResponseWriter, r *http.Request) {
 			recs = recs[len(recs)-streamBatch:]
 		}
 		sent := false
-		for _, rec := range recs {
+		for i := range recs {
+			rec := &recs[i]
 			if !f.keep(rec) {
 				continue
 			}

@@ -41,6 +41,7 @@ type stats struct {
 	errors  map[string]int64
 	total   int64
 	matches []policy.PrefixMatch // reused lookup buffer
+	buf     []Record             // reused read buffer
 }
 
 type bucketCounters struct {
@@ -91,15 +92,15 @@ func (s *stats) run(ctx context.Context, interval time.Duration) error {
 
 // fold reads every record since the last pass.
 func (s *stats) fold(ctx context.Context) {
-	var buf []*Record
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	recs, next, lost := s.tail.Since(s.next, 0, buf)
+	recs, next, lost := s.tail.Since(s.next, 0, s.buf[:0])
+	s.buf = recs
 	s.next, s.lost = next, s.lost+lost
 	if len(recs) > 0 {
 		order := bucketOrder(s.doc())
-		for _, r := range recs {
-			s.add(r, order)
+		for i := range recs {
+			s.add(&recs[i], order)
 		}
 	}
 	var src policy.PrefixSource

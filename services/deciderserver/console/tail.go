@@ -1,6 +1,7 @@
 package console
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -8,7 +9,7 @@ import (
 )
 
 // Record is one Decide call as the console shows it. The decider's Decide path fills one per
-// call (Tail.Put) and never touches it again, so readers share it without copying.
+// call on its stack and Tail.Put copies it into the ring; readers get copies.
 type Record struct {
 	// Seq is the tail's sequence number, 1 for the first call; Put sets it.
 	Seq uint64    `json:"seq"`
@@ -68,20 +69,101 @@ const (
 // TailSize is the number of recent decisions the tail keeps (a power of two).
 const TailSize = 2048
 
-// Tail is a fixed ring of the most recent decisions with a sequence number. Writers never
-// block and never wait for readers: Put is one atomic add and one atomic store; a reader that
-// falls more than TailSize behind loses the oldest records and is told how many. Readers poll
-// (Since); nothing on the write path signals them.
+// Tail is a fixed ring of the most recent decisions with a sequence number. Writers never wait
+// for readers: Put is an atomic add for the number and a copy of the record into its slot (no
+// allocation), guarded by the slot's own flag, which a reader holds only while it copies that
+// one record out. A reader that falls more than TailSize behind loses the oldest records and is
+// told how many. Readers poll (Since); nothing on the write path signals them.
 type Tail struct {
 	head  atomic.Uint64 // the last sequence number handed out
-	slots [TailSize]atomic.Pointer[Record]
+	slots [TailSize]slot
 
 	lastSample atomic.Int64 // unix nanos of the last sample taken
 	samples    chan Sample
 }
 
+// slot is one record of the ring; busy guards rec (a spin flag: held for one copy).
+type slot struct {
+	busy atomic.Bool
+	rec  Record
+}
+
+func (s *slot) lock() {
+	for i := 0; !s.busy.CompareAndSwap(false, true); i++ {
+		if i > 16 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (s *slot) unlock() { s.busy.Store(false) }
+
 // NewTail returns an empty tail.
 func NewTail() *Tail { return &Tail{samples: make(chan Sample, SampleQueue)} }
+
+// Put appends a copy of r with the next sequence number and returns that number. r is not
+// retained.
+func (t *Tail) Put(r *Record) uint64 {
+	seq := t.head.Add(1)
+	s := &t.slots[seq&(TailSize-1)]
+	s.lock()
+	if s.rec.Seq < seq { // a writer one lap ahead may have been quicker: the newer record stays
+		s.rec = *r
+		s.rec.Seq = seq
+	}
+	s.unlock()
+	return seq
+}
+
+// load copies slot i's record out.
+func (t *Tail) load(i uint64) Record {
+	s := &t.slots[i&(TailSize-1)]
+	s.lock()
+	r := s.rec
+	s.unlock()
+	return r
+}
+
+// Head is the last sequence number handed out (0 before the first Put).
+func (t *Tail) Head() uint64 { return t.head.Load() }
+
+// Since appends to out the records after sequence number after, oldest first, at most limit of
+// them (limit <= 0: no bound), and returns them with the sequence number to pass next time and
+// how many records were lost because they were overwritten before this read. A record whose
+// writer has taken its number but not yet stored it ends the read; the next one picks it up.
+func (t *Tail) Since(after uint64, limit int, out []Record) (recs []Record, next, lost uint64) {
+	head := t.head.Load()
+	if head > after+TailSize {
+		lost = head - TailSize - after
+		after = head - TailSize
+	}
+	next = after
+	for s := after + 1; s <= head; s++ {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		r := t.load(s)
+		if r.Seq < s {
+			break // taken, not yet stored
+		}
+		next = s
+		if r.Seq > s {
+			lost++ // overwritten since head was read
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, next, lost
+}
+
+// Get returns the record with sequence number seq while the tail still holds it.
+func (t *Tail) Get(seq uint64) (Record, bool) {
+	r := t.load(seq)
+	if seq == 0 || r.Seq != seq {
+		return Record{}, false
+	}
+	return r, true
+}
 
 // WantSample reports whether a decision at now (unix nanos) with n token ids should be
 // offered as a Sample: at most one per SampleEvery wins.
@@ -99,53 +181,4 @@ func (t *Tail) Offer(s Sample) {
 	case t.samples <- s:
 	default:
 	}
-}
-
-// Put appends r, setting r.Seq. r must not be changed afterwards.
-func (t *Tail) Put(r *Record) {
-	seq := t.head.Add(1)
-	r.Seq = seq
-	t.slots[seq&(TailSize-1)].Store(r)
-}
-
-// Head is the last sequence number handed out (0 before the first Put).
-func (t *Tail) Head() uint64 { return t.head.Load() }
-
-// Since appends to out the records after sequence number after, oldest first, at most limit of
-// them (limit <= 0: no bound), and returns them with the sequence number to pass next time and
-// how many records were lost because they were overwritten before this read. A record whose
-// writer has taken its number but not yet stored it ends the read; the next one picks it up.
-func (t *Tail) Since(after uint64, limit int, out []*Record) (recs []*Record, next, lost uint64) {
-	head := t.head.Load()
-	if head > after+TailSize {
-		lost = head - TailSize - after
-		after = head - TailSize
-	}
-	next = after
-	for s := after + 1; s <= head; s++ {
-		if limit > 0 && len(out) >= limit {
-			break
-		}
-		r := t.slots[s&(TailSize-1)].Load()
-		if r == nil || r.Seq < s {
-			break // taken, not yet stored
-		}
-		if r.Seq > s {
-			lost++ // overwritten since head was read
-			next = s
-			continue
-		}
-		out = append(out, r)
-		next = s
-	}
-	return out, next, lost
-}
-
-// Get returns the record with sequence number seq while the tail still holds it.
-func (t *Tail) Get(seq uint64) (*Record, bool) {
-	r := t.slots[seq&(TailSize-1)].Load()
-	if r == nil || r.Seq != seq {
-		return nil, false
-	}
-	return r, true
 }

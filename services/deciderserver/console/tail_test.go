@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/state/config"
 )
 
-func seqs(recs []*Record) []uint64 {
+func seqs(recs []Record) []uint64 {
 	out := []uint64{}
 	for _, r := range recs {
 		out = append(out, r.Seq)
