@@ -57,16 +57,17 @@ func artifactsDir(t *testing.T) string {
 	return dir
 }
 
-// browser is one headless Chromium tab with the page's console errors collected.
+// browser collects the console errors of one headless Chromium tab; the tab is the chromedp
+// context newBrowser returns, passed to each helper.
 type browser struct {
-	t   *testing.T
-	ctx context.Context
+	t *testing.T
 
 	mu     sync.Mutex
 	errors []string
 }
 
-func newBrowser(t *testing.T) *browser {
+// newBrowser starts Chromium with one tab, stopped when the test ends.
+func newBrowser(t *testing.T) (context.Context, *browser) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -78,7 +79,7 @@ func newBrowser(t *testing.T) *browser {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	b := &browser{t: t, ctx: ctx}
+	b := &browser{t: t}
 	listen := func(ev any) {
 		switch e := ev.(type) {
 		case *runtime.EventConsoleAPICalled:
@@ -110,7 +111,7 @@ func newBrowser(t *testing.T) *browser {
 		cancel()
 		cancelAlloc()
 	})
-	return b
+	return ctx, b
 }
 
 func (b *browser) addError(s string) {
@@ -137,30 +138,30 @@ func (b *browser) noErrors(where string) {
 }
 
 // run runs actions with a deadline, failing the test with what was being done.
-func (b *browser) run(what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+func (b *browser) run(tab context.Context, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	ctx, cancel := context.WithTimeout(tab, timeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		b.fail(what, err)
+		b.fail(tab, what, err)
 	}
 }
 
 // value runs one action with a value, failing the test on error.
-func value[T any](b *browser, what string, a chromedp.Action[T]) T {
+func value[T any](tab context.Context, b *browser, what string, a chromedp.Action[T]) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
-		b.fail(what, err)
+		b.fail(tab, what, err)
 	}
 	return v
 }
 
-func (b *browser) fail(what string, err error) {
+func (b *browser) fail(tab context.Context, what string, err error) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(tab, 5*time.Second)
 	defer cancel()
 	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
 	b.t.Fatalf("%s: %v\npage text:\n%s\nconsole errors: %v", what, err, clip(body, 3000), b.takeErrors())
@@ -189,14 +190,14 @@ func setValue(sel, v string) chromedp.Action[chromedp.Void] {
 }
 
 // text returns the visible text of the element the CSS selector matches.
-func (b *browser) text(sel string) string {
-	return value(b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
+func (b *browser) text(tab context.Context, sel string) string {
+	return value(tab, b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
 }
 
 // screenshot saves the whole page as name.png in the artifacts directory.
-func (b *browser) screenshot(name string) {
+func (b *browser) screenshot(tab context.Context, name string) {
 	b.t.Helper()
-	png := value(b, "screenshot "+name, chromedp.FullScreenshot(100))
+	png := value(tab, b, "screenshot "+name, chromedp.FullScreenshot(100))
 	path := filepath.Join(artifactsDir(b.t), name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Fatal(err)
@@ -205,8 +206,8 @@ func (b *browser) screenshot(name string) {
 }
 
 // count returns how many nodes match sel.
-func (b *browser) count(sel string) int {
-	return value(b, "count "+sel, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+func (b *browser) count(tab context.Context, sel string) int {
+	return value(tab, b, "count "+sel, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
 }
 
 func clip(s string, n int) string {
@@ -219,7 +220,11 @@ func clip(s string, n int) string {
 // pageFigures is what one page load cost: first render (ms after navigation start, when the
 // page's data is drawn) and bytes transferred (document, assets and the page's API calls).
 type pageFigures struct {
-	Render    float64 `json:"render"`
+	Render float64 `json:"render"`
+	// Ready is when the document and its script were loaded (DOMContentLoaded); API the time
+	// spent in the page's data requests (their summed durations).
+	Ready     float64 `json:"ready"`
+	API       float64 `json:"api"`
 	Transfer  float64 `json:"transfer"`
 	Encoded   float64 `json:"encoded"`
 	Resources float64 `json:"resources"`
@@ -227,15 +232,17 @@ type pageFigures struct {
 
 // loadPage opens base?load=n#/page, a fresh document (the query makes it one) in the same
 // origin as the last, and measures it.
-func (b *browser) loadPage(base, page string, n int) pageFigures {
+func (b *browser) loadPage(tab context.Context, base, page string, n int) pageFigures {
 	b.t.Helper()
-	b.run("load "+page, 30*time.Second,
+	b.run(tab, "load "+page, 30*time.Second,
 		chromedp.Navigate(fmt.Sprintf("%s?load=%d#/%s", base, n, page)),
 		waitFor(fmt.Sprintf(`body[data-rendered=%q]`, page)))
-	return value(b, "figures of "+page, chromedp.Evaluate[pageFigures](fmt.Sprintf(`(() => {
+	return value(tab, b, "figures of "+page, chromedp.Evaluate[pageFigures](fmt.Sprintf(`(() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource');
   const sum = (k) => (nav ? nav[k] : 0) + res.reduce((s, r) => s + r[k], 0);
-  return {render: window.__sluiceConsole.firstRender[%q], transfer: sum('transferSize'), encoded: sum('encodedBodySize'), resources: res.length + 1};
+  const api = res.filter((r) => /\/(ui\/api|v1)\//.test(r.name) && r.responseEnd > 0).reduce((s, r) => s + r.duration, 0);
+  return {render: window.__sluiceConsole.firstRender[%q], ready: nav ? nav.domContentLoadedEventEnd : 0, api,
+    transfer: sum('transferSize'), encoded: sum('encodedBodySize'), resources: res.length + 1};
 })()`, page)))
 }

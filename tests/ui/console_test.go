@@ -124,55 +124,55 @@ func chatLong(t *testing.T, gateway, requestID string) {
 // no page logs an error. Every page is saved as a screenshot.
 func TestConsoleDevStack(t *testing.T) {
 	gateway, consoleURL := startDevStack(t)
-	b := newBrowser(t)
+	tab, b := newBrowser(t)
 
-	b.run("fleet page", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
+	b.run(tab, "fleet page", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
 		waitFor(`body[data-rendered="fleet"]`))
 	for _, id := range []string{"plain-1", "plain-2", "prefill-1", "decode-1"} {
-		b.run("fleet lists "+id, 30*time.Second, waitFor(fmt.Sprintf(`#fleet-table [data-engine=%q]`, id)))
+		b.run(tab, "fleet lists "+id, 30*time.Second, waitFor(fmt.Sprintf(`#fleet-table [data-engine=%q]`, id)))
 	}
-	cards := b.text("#fleet-cards")
+	cards := b.text(tab, "#fleet-cards")
 	if !strings.Contains(cards, "4\nengines") && !strings.Contains(cards, "4engines") && !strings.Contains(cards, "4 engines") {
 		t.Errorf("fleet summary does not count 4 engines: %q", cards)
 	}
 	// The fleet's load comes in over engine -> ZMQ -> enginelink -> Kafka: wait for it.
-	b.run("fleet load known", 30*time.Second, poll(`document.querySelector('#fleet-cards') && !/[1-9]\d*\s*load unknown/.test(document.querySelector('#fleet-cards').innerText)`))
-	b.screenshot("fleet")
+	b.run(tab, "fleet load known", 30*time.Second, poll(`document.querySelector('#fleet-cards') && !/[1-9]\d*\s*load unknown/.test(document.querySelector('#fleet-cards').innerText)`))
+	b.screenshot(tab, "fleet")
 	b.noErrors("fleet")
 
-	b.run("buckets page", 30*time.Second, chromedp.Navigate(consoleURL+"#/buckets"),
+	b.run(tab, "buckets page", 30*time.Second, chromedp.Navigate(consoleURL+"#/buckets"),
 		waitFor(`body[data-rendered="buckets"]`), waitFor(`[data-bucket="plain"]`), waitFor(`[data-bucket="pd"]`))
-	b.screenshot("buckets")
+	b.screenshot(tab, "buckets")
 	b.noErrors("buckets")
 
-	b.run("decisions page", 30*time.Second, chromedp.Navigate(consoleURL+"#/decisions"), waitFor(`body[data-rendered="decisions"]`))
+	b.run(tab, "decisions page", 30*time.Second, chromedp.Navigate(consoleURL+"#/decisions"), waitFor(`body[data-rendered="decisions"]`))
 	// Through the gateway while the tail is open: it must arrive over the stream.
 	reqID := fmt.Sprintf("ui-test-%d", time.Now().UnixNano())
 	chat(t, gateway, devstack.PlainModel, reqID)
 	chat(t, gateway, devstack.PDModel, reqID+"-pd")
 	row := fmt.Sprintf(`#tail-table [data-request=%q]`, reqID)
-	b.run("the gateway's request appears in the tail", 30*time.Second, waitFor(row), waitFor(fmt.Sprintf(`#tail-table [data-request=%q]`, reqID+"-pd")))
-	b.run("open the decision", 30*time.Second, click(row), waitFor(`#detail dl`))
-	rowText := b.text(row)
+	b.run(tab, "the gateway's request appears in the tail", 30*time.Second, waitFor(row), waitFor(fmt.Sprintf(`#tail-table [data-request=%q]`, reqID+"-pd")))
+	b.run(tab, "open the decision", 30*time.Second, click(row), waitFor(`#detail dl`))
+	rowText := b.text(tab, row)
 	if !strings.Contains(rowText, devstack.PlainModel) || !strings.Contains(rowText, "plain") {
 		t.Errorf("tail row of %s = %q, want model %s in bucket plain", reqID, rowText, devstack.PlainModel)
 	}
 	// The dry-run form explains a Decide with the candidates considered.
-	b.run("dry-run Decide", 30*time.Second,
+	b.run(tab, "dry-run Decide", 30*time.Second,
 		setValue(`#decide-form input[name="model"]`, devstack.PlainModel),
 		setValue(`#decide-form input[name="input_tokens"]`, "1200"),
 		click(`#decide-form button`),
 		waitFor(`#decide-out .explain details`))
-	pick := b.text(`#decide-out .pick`)
+	pick := b.text(tab, `#decide-out .pick`)
 	if !strings.HasPrefix(pick, "plain-") {
 		t.Errorf("dry-run pick = %q, want a plain engine", pick)
 	}
 	// The filter narrows the tail to one model.
-	b.run("filter by model", 30*time.Second,
+	b.run(tab, "filter by model", 30*time.Second,
 		setValue(`#f-model`, devstack.PDModel),
 		eval(`document.getElementById('f-model').dispatchEvent(new Event('change'))`),
 		poll(fmt.Sprintf(`document.querySelector('#tail-table [data-request=%q]') === null && document.querySelector('#tail-table [data-request=%q]') !== null`, reqID, reqID+"-pd")))
-	b.screenshot("decisions")
+	b.screenshot(tab, "decisions")
 	b.noErrors("decisions")
 
 	// Repeated long prompts: the engines' KV events reach the index, later picks are prefix hits.
@@ -180,14 +180,14 @@ func TestConsoleDevStack(t *testing.T) {
 		chatLong(t, gateway, fmt.Sprintf("%s-long-%d", reqID, i))
 		time.Sleep(50 * time.Millisecond)
 	}
-	b.run("cache page", 30*time.Second, chromedp.Navigate(consoleURL+"#/cache"), waitFor(`body[data-rendered="cache"]`),
+	b.run(tab, "cache page", 30*time.Second, chromedp.Navigate(consoleURL+"#/cache"), waitFor(`body[data-rendered="cache"]`),
 		waitFor(`#cache-table [data-engine]`))
-	b.screenshot("cache")
+	b.screenshot(tab, "cache")
 	b.noErrors("cache")
 
-	b.run("history page", 30*time.Second, chromedp.Navigate(consoleURL+"#/history"), waitFor(`body[data-rendered="history"]`),
+	b.run(tab, "history page", 30*time.Second, chromedp.Navigate(consoleURL+"#/history"), waitFor(`body[data-rendered="history"]`),
 		waitFor(`#versions [data-version="1"]`), click(`#versions [data-version="1"]`), waitFor(`#diff span`))
-	b.screenshot("history")
+	b.screenshot(tab, "history")
 	b.noErrors("history")
 }
 
@@ -325,29 +325,29 @@ func TestConsoleTokensAndRollback(t *testing.T) {
 	if code := restJSON(t, http.MethodPut, api+"/v1/admin/config", adminToken, string(body), nil); code != http.StatusOK {
 		t.Fatalf("PUT config: %d", code)
 	}
-	b := newBrowser(t)
-	b.run("without a token", 30*time.Second, chromedp.Navigate(base+"#/fleet"),
+	tab, b := newBrowser(t)
+	b.run(tab, "without a token", 30*time.Second, chromedp.Navigate(base+"#/fleet"),
 		poll(`!document.getElementById('banner').hidden && /viewer token/.test(document.getElementById('banner').textContent)`))
 	for _, e := range b.takeErrors() { // the refused reads, and nothing else
 		if !strings.Contains(e, "401") {
 			t.Errorf("unexpected page error without a token: %s", e)
 		}
 	}
-	b.run("viewer token", 30*time.Second, setValue(`#token`, viewerToken),
+	b.run(tab, "viewer token", 30*time.Second, setValue(`#token`, viewerToken),
 		click(`#token-form button`), waitFor(`body[data-rendered="fleet"]`), waitFor(`[data-engine="e0000"]`),
 		poll(`/64 of 64 engines/.test(document.getElementById('fleet-count').textContent)`))
-	b.run("history", 30*time.Second, chromedp.Navigate(base+"#/history"), waitFor(`body[data-rendered="history"]`),
+	b.run(tab, "history", 30*time.Second, chromedp.Navigate(base+"#/history"), waitFor(`body[data-rendered="history"]`),
 		waitFor(`#versions [data-version="2"]`), click(`#versions [data-version="1"]`), waitFor(`#diff span`))
-	diff := b.text(`#diff`)
+	diff := b.text(tab, `#diff`)
 	if !strings.Contains(diff, `"max_running_requests": 8`) {
 		t.Errorf("version 1 (the first, shown whole) lacks its cap of 8: %s", clip(diff, 2000))
 	}
 	// Version 2's diff shows the change.
-	b.run("diff of version 2", 10*time.Second, click(`#versions [data-version="2"]`),
+	b.run(tab, "diff of version 2", 10*time.Second, click(`#versions [data-version="2"]`),
 		poll(`[...document.querySelectorAll('#diff span.add')].some((s) => s.textContent.includes('"max_running_requests": 4'))`))
-	b.screenshot("history-diff")
+	b.screenshot(tab, "history-diff")
 	// A viewer token cannot roll back; the page shows the refusal.
-	b.run("rollback with the viewer token", 30*time.Second, click(`#versions [data-version="1"]`),
+	b.run(tab, "rollback with the viewer token", 30*time.Second, click(`#versions [data-version="1"]`),
 		waitFor(`#rollback-box:not([hidden])`), setValue(`#admin-token`, viewerToken),
 		click(`#rollback-btn`), poll(`/ROLE_NOT_ALLOWED/.test(document.getElementById('rollback-out').textContent)`))
 	for _, e := range b.takeErrors() {
@@ -355,10 +355,10 @@ func TestConsoleTokensAndRollback(t *testing.T) {
 			t.Errorf("unexpected page error on the refused rollback: %s", e)
 		}
 	}
-	b.run("rollback with the admin token", 30*time.Second, setValue(`#admin-token`, adminToken),
+	b.run(tab, "rollback with the admin token", 30*time.Second, setValue(`#admin-token`, adminToken),
 		click(`#rollback-btn`), poll(`/now version 3/.test(document.getElementById('rollback-out').textContent)`),
 		waitFor(`#versions [data-version="3"]`))
-	b.screenshot("history-rollback")
+	b.screenshot(tab, "history-rollback")
 	b.noErrors("rollback")
 	var after struct {
 		Version      string `json:"version"`
@@ -371,7 +371,7 @@ func TestConsoleTokensAndRollback(t *testing.T) {
 		t.Errorf("after the page's rollback: version %s, document %s; want version 3 with the cap of version 1", after.Version, after.DocumentJSON)
 	}
 	// The admin token lives in the page's memory only: nothing in storage holds it.
-	stored := value(b, "storage", chromedp.Evaluate[string](`JSON.stringify(Object.assign({}, sessionStorage)) + JSON.stringify(Object.assign({}, localStorage)) + document.cookie`))
+	stored := value(tab, b, "storage", chromedp.Evaluate[string](`JSON.stringify(Object.assign({}, sessionStorage)) + JSON.stringify(Object.assign({}, localStorage)) + document.cookie`))
 	if strings.Contains(stored, adminToken) {
 		t.Errorf("the admin token was stored: %s", stored)
 	}
@@ -391,13 +391,13 @@ func TestConsoleFirstRender(t *testing.T) {
 		decide(t, srv, 300)
 		targets = append(targets, target{n, base})
 	}
-	b := newBrowser(t)
+	tab, b := newBrowser(t)
 	pages := []string{"fleet", "buckets", "decisions", "cache", "history"}
 	const rounds = 5
-	renders := map[string][]float64{}
+	renders, readies, apis := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	weights := map[string]float64{}
 	for _, tg := range targets {
-		b.run("viewer token", 30*time.Second, chromedp.Navigate(tg.base+"#/history"),
+		b.run(tab, "viewer token", 30*time.Second, chromedp.Navigate(tg.base+"#/history"),
 			eval(fmt.Sprintf(`sessionStorage.setItem('sluice.viewerToken', %q)`, viewerToken)))
 	}
 	for _, e := range b.takeErrors() { // the reads before the token was set
@@ -410,10 +410,12 @@ func TestConsoleFirstRender(t *testing.T) {
 		for _, tg := range targets {
 			for _, p := range pages {
 				loads++
-				f := b.loadPage(tg.base, p, loads)
+				f := b.loadPage(tab, tg.base, p, loads)
 				key := fmt.Sprintf("%d/%s", tg.n, p)
 				if r > 0 { // the first round warms the browser's and the server's caches
 					renders[key] = append(renders[key], f.Render)
+					readies[key] = append(readies[key], f.Ready)
+					apis[key] = append(apis[key], f.API)
 				}
 				weights[key] = f.Transfer
 			}
@@ -426,7 +428,9 @@ func TestConsoleFirstRender(t *testing.T) {
 		for _, p := range pages {
 			key := fmt.Sprintf("%d/%s", tg.n, p)
 			v := slices.Sorted(slices.Values(renders[key]))
-			fmt.Fprintf(&report, "%5d engines %-9s render %6.1f ms [%6.1f-%6.1f]  transfer %7.0f B\n", tg.n, p, v[len(v)/2], v[0], v[len(v)-1], weights[key])
+			med := func(x []float64) float64 { return slices.Sorted(slices.Values(x))[len(x)/2] }
+			fmt.Fprintf(&report, "%5d engines %-9s render %6.1f ms [%6.1f-%6.1f]  (document+script ready %5.1f ms, data requests %5.1f ms)  transfer %7.0f B\n",
+				tg.n, p, v[len(v)/2], v[0], v[len(v)-1], med(readies[key]), med(apis[key]), weights[key])
 		}
 	}
 	t.Log("\n" + report.String())
@@ -434,18 +438,18 @@ func TestConsoleFirstRender(t *testing.T) {
 	if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.run("1000-engine fleet", 30*time.Second, chromedp.Navigate(targets[1].base+"#/fleet"), waitFor(`body[data-rendered="fleet"]`),
+	b.run(tab, "1000-engine fleet", 30*time.Second, chromedp.Navigate(targets[1].base+"#/fleet"), waitFor(`body[data-rendered="fleet"]`),
 		waitFor(`[data-engine="e0000"]`))
-	if n := b.count(`#fleet-table .vt-row`); n == 0 || n > 200 {
+	if n := b.count(tab, `#fleet-table .vt-row`); n == 0 || n > 200 {
 		t.Errorf("fleet of 1000 renders %d rows; want only the rows in view (virtualised)", n)
 	}
 	// Scrolling to the end fetches that window from the server.
-	b.run("scroll to the last engine", 30*time.Second,
+	b.run(tab, "scroll to the last engine", 30*time.Second,
 		eval(`document.querySelector('#fleet-table .vt-body').scrollTop = 1e9`), waitFor(`[data-engine="e0999"]`))
-	b.screenshot("fleet-1000")
-	b.run("1000-engine buckets", 30*time.Second, chromedp.Navigate(targets[1].base+"#/buckets"), waitFor(`body[data-rendered="buckets"]`))
-	b.screenshot("buckets-1000")
-	b.run("1000-engine cache", 30*time.Second, chromedp.Navigate(targets[1].base+"#/cache"), waitFor(`body[data-rendered="cache"]`))
-	b.screenshot("cache-1000")
+	b.screenshot(tab, "fleet-1000")
+	b.run(tab, "1000-engine buckets", 30*time.Second, chromedp.Navigate(targets[1].base+"#/buckets"), waitFor(`body[data-rendered="buckets"]`))
+	b.screenshot(tab, "buckets-1000")
+	b.run(tab, "1000-engine cache", 30*time.Second, chromedp.Navigate(targets[1].base+"#/cache"), waitFor(`body[data-rendered="cache"]`))
+	b.screenshot(tab, "cache-1000")
 	b.noErrors("1000 engines")
 }
