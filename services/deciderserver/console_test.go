@@ -230,6 +230,10 @@ func TestConsoleTailAndCounters(t *testing.T) {
 		buckets["short"]["fallbacks"] != 0.0 || buckets["pd"]["decisions"] != 1.0 {
 		t.Errorf("bucket counters = %v, want short 1, long 1 with 1 fallback, pd 1", buckets)
 	}
+	// r-2 asked for an explanation: its refusal in short (a1 at its cap) is counted there.
+	if rj := buckets["short"]["rejections"].(map[string]any); rj["max_inflight_requests"] != 1.0 {
+		t.Errorf("short's rejections by cap = %v, want max_inflight_requests 1 (from r-2's explanation)", rj)
+	}
 }
 
 // TestConsoleStreamEndsAtShutdown: an open decision stream does not hold the decider's

@@ -137,6 +137,18 @@ func (s *stats) add(r *Record, order []config.BucketSpec) {
 	}
 	b := s.bucket(r.Bucket)
 	b.Decisions++
+	// A decision that fell back carries its earlier buckets' refusals only in an explanation.
+	if r.Explain != nil {
+		for _, a := range r.Explain.Attempts {
+			for _, st := range a.Stages {
+				for _, c := range st.Candidates {
+					if c.Rejection != "" && a.BucketID != r.Bucket {
+						s.bucket(a.BucketID).Rejections[c.Rejection]++
+					}
+				}
+			}
+		}
+	}
 	if first := firstFit(order, r.Model, r.InputTokens, r.PeakTokens); first != "" && first != r.Bucket {
 		b.Fallbacks++
 	}

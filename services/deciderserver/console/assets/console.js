@@ -563,7 +563,7 @@ async function historyLoad() {
         const tr = h('tr', { 'data-version': v.version, onclick: () => showVersion(Number(v.version)) },
           h('td', {}, String(v.version), Number(v.version) === hist.current ? h('span', { class: 'tag ok', text: 'in force' }) : ''),
           h('td', { text: v.author || '' }), h('td', { text: v.createdAt ? new Date(v.createdAt).toLocaleString() : '' }),
-          h('td', { text: (Number(v.rollbackOf) ? 'rollback to ' + v.rollbackOf + '; ' : '') + (v.summary || '') }));
+          h('td', { text: v.summary || (Number(v.rollbackOf) ? 'rollback to ' + v.rollbackOf : '') }));
         if (Number(v.version) === hist.selected) tr.classList.add('sel');
         return tr;
       })));
@@ -596,7 +596,6 @@ async function rollback(ev) {
     const r = await api('/v1/admin/versions/' + v + ':rollback', { method: 'POST', body: { basedOnVersion: String(hist.current) }, token: state.adminToken });
     $('rollback-out').replaceChildren(h('p', { class: 'ok', text: 'now version ' + r.version + ': ' + (r.summary || '') }));
     await historyLoad();
-    $('rollback-box').hidden = true;
   } catch (err) {
     if (err.status === 401 || err.status === 403) state.adminToken = '';
     $('rollback-out').replaceChildren(h('p', { class: 'bad', text: (err.reason ? err.reason + ': ' : '') + err.message }));
