@@ -13,6 +13,7 @@ import (
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/internal/testrun"
+	"github.com/sluicehq/sluice/services/deciderserver/console"
 )
 
 // consoleGet reads a console endpoint with an optional bearer token.
@@ -270,4 +271,51 @@ func TestConsoleStreamEndsAtShutdown(t *testing.T) {
 	case <-time.After(testrun.StopTimeout):
 		t.Fatalf("Run still draining %v after cancel with a console stream open (shutdown timeout %v)", testrun.StopTimeout, cfg.ShutdownTimeout)
 	}
+}
+
+// TestConsoleStreamSkips: a reader far behind (more decisions than the ring holds, and more in
+// one tick than a batch) is told how many it missed instead of slowing anything down.
+func TestConsoleStreamSkips(t *testing.T) {
+	srv := startWith(t, fileConfig(t))
+	for i := range console.TailSize + 952 {
+		srv.console.tail.Put(&console.Record{Model: "chat", RequestID: "burst-" + strconv.Itoa(i)})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.HTTPAddr()+"/ui/api/decisions/stream?after=0", nil)
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var event string
+	decisions := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		switch event {
+		case "decision":
+			decisions++
+		case "skipped":
+			var s struct{ Skipped, Next uint64 }
+			if err := json.Unmarshal([]byte(data), &s); err != nil {
+				t.Fatal(err)
+			}
+			// 952 overwritten before the read, 2048 - 250 beyond the first batch.
+			if want := uint64(952 + console.TailSize - 250); s.Skipped != want || decisions != 250 || s.Next != uint64(console.TailSize+952) {
+				t.Errorf("skipped %d (next %d) after %d decisions; want %d skipped, next %d, after 250", s.Skipped, s.Next, decisions, want, console.TailSize+952)
+			}
+			return
+		}
+	}
+	t.Fatalf("stream ended without a skipped event (%d decisions): %v", decisions, sc.Err())
 }
