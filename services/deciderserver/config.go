@@ -73,6 +73,8 @@ type Config struct {
 	AffinitySweep time.Duration
 	// Ingest configures Kafka ingestion of load reports and KV events.
 	Ingest IngestConfig
+	// Console serves the web console at /ui/ on the HTTP port (docs/console.md).
+	Console bool
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -98,6 +100,7 @@ func DefaultConfig() Config {
 		PostgresQueryTimeout:   pgstore.DefaultQueryTimeout,
 		PostgresWriteTimeout:   pgstore.DefaultWriteTimeout,
 		PostgresReconnectMax:   pgstore.DefaultReconnectMax,
+		Console:                true,
 	}
 }
 
@@ -135,6 +138,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ViewerTokens, "viewer-token", c.ViewerTokens, "viewer (read-only) bearer tokens, comma-separated")
 	fs.StringVar(&c.AdminTokensFile, "admin-tokens-file", c.AdminTokensFile, "file of role:token lines (role admin or viewer)")
 	fs.StringVar(&c.DecideToken, "decide-token", c.DecideToken, "bearer token required on Decide/Release; empty = open")
+	fs.BoolVar(&c.Console, "console", c.Console, "serve the web console at /ui/ on the HTTP port (viewer token to read, admin token to write); -console=false turns it off")
 }
 
 // FillFromEnvironment applies fallbacks that are not SLUICE_* variables: DATABASE_URL for

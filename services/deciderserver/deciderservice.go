@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/decider"
 	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/deciderserver/console"
 	"github.com/sluicehq/sluice/state/registry"
 )
 
@@ -30,6 +31,8 @@ type deciderService struct {
 	metrics *metrics
 	// health receives dispatch outcomes from Release; nil disables breaker reporting.
 	health *enginehealth.Tracker
+	// console is the web console's decision tail (console.go); nil when it is off.
+	console *console.Tail
 }
 
 func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
@@ -54,7 +57,9 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 		req.TTFTTargetMillis, req.HasTTFTTarget = *in.TtftSloMs, true
 	}
 	dec, err := s.d.Decide(ctx, req)
-	s.metrics.observeDecide(time.Since(start), dec.BucketID, err, &dec)
+	took := time.Since(start)
+	s.metrics.observeDecide(took, dec.BucketID, err, &dec)
+	recordDecision(s.console, &req, &dec, err, start, took)
 	if err != nil {
 		if s.logger.Enabled(ctx, slog.LevelDebug) {
 			s.logger.DebugContext(ctx, "decide failed", slog.String("request_id", req.RequestID), slog.String("model", req.Model), slog.Any("error", err))

@@ -60,6 +60,7 @@ type Server struct {
 	rpc              *rpcStack
 	httpServer       *http.Server
 	shed             *shedder
+	console          *webConsole // nil with -console=false
 }
 
 // New builds the state, loads the configuration (an invalid file is a start-up error listing
@@ -135,6 +136,10 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	// Shedding comes first: a shed call costs no body read.
 	s.httpServer = &http.Server{Handler: s.shed.http(limitBodies(mux, sizes.MaxBodyBytes, cfg.MaxTokenIDs)), Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	if s.console, err = newConsole(s, mux, s.httpServer, svc); err != nil {
+		_ = s.rpc.rest.Close()
+		return nil, err
+	}
 
 	if s.grpcLis, err = serve.Listen("grpc-addr", cfg.GRPCAddr); err != nil {
 		_ = s.rpc.rest.Close()
@@ -261,6 +266,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.ingestion.run(gctx, g)
 	}
 	g.Go(func() error { return s.watchConfig(gctx) })
+	s.console.run(gctx, g)
 	s.logger.Info("decider serving", slog.String("grpc_addr", s.GRPCAddr()), slog.String("http_addr", s.HTTPAddr()),
 		slog.Int64("config_version", s.decider.ConfigVersion()))
 	err := g.Wait()

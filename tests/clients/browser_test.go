@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -34,9 +35,12 @@ type browserResult struct {
 // package, serves it on a loopback origin that also proxies the decider's HTTP port (so the
 // page's Connect and gRPC-Web calls are same-origin), and runs it in headless Chromium.
 func runBrowser(t *testing.T, ctx context.Context, root string, d decider) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		need(t, "chromium is not on PATH", "scripts/lib/clients.sh installs it (apt-get install chromium)")
+	chromium := os.Getenv("SLUICE_TEST_CHROMIUM") // set by scripts/lib/chromium.sh
+	if chromium == "" {
+		var err error
+		if chromium, err = exec.LookPath("chromium"); err != nil {
+			need(t, "chromium is not on PATH", "scripts/test.sh installs it (scripts/lib/chromium.sh: apt-get install chromium)")
+		}
 	}
 	ts := filepath.Join(root, "clients", "ts")
 	bundle := filepath.Join(t.TempDir(), "bundle.js")
