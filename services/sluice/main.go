@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/devstack"
@@ -137,6 +138,8 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	register(fs)
 	lf := logDefaults
 	lf.register(fs)
+	var pprofAddr string
+	fs.StringVar(&pprofAddr, serve.PprofFlag, "", "serve net/http/pprof on this address (:6060 = loopback only; name a host to expose it); empty = off")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -144,10 +147,18 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if _, err := serve.PprofAddr(pprofAddr); err != nil {
+		return err
+	}
 	srv, err := build(logger)
 	if err != nil {
 		return err
 	}
+	prof, err := serve.StartPprof(pprofAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer prof.Close()
 	return srv.Run(ctx)
 }
 
