@@ -49,6 +49,8 @@ type rpcStack struct {
 	rest *grpc.ClientConn
 	// connect serves Connect, gRPC-Web and gRPC on the HTTP port; gateway serves REST.
 	connect, gateway http.Handler
+	// local serves an embedding gateway in process (local.go).
+	local *localConn
 }
 
 // rpcDeps are the chain's parts and the size limits.
@@ -72,6 +74,7 @@ func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev
 	// When every worker is busy a call gets its own goroutine as before.
 	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), grpc.UnaryInterceptor(ch.unary), grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes),
 		grpc.NumStreamWorkers(streamWorkers()))
+	r.local = newLocalConn(ch, d.shed, decider, admin)
 	sluicev1.RegisterDeciderServiceServer(r.grpc, decider)
 	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
