@@ -282,13 +282,13 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 					var s, g *closedRun
 					for i := range runs {
 						r := &runs[i]
-						if r.round != round || r.clients != n || r.policy != pol {
+						if r.round != round || r.clients != n {
 							continue
 						}
-						switch r.system {
-						case sysName:
+						switch {
+						case r.system == sysName && r.policy == pol:
 							s = r
-						case "sglang-router":
+						case r.system == "sglang-router" && r.policy == basePolicy(pol):
 							g = r
 						}
 					}
@@ -307,7 +307,8 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 	}
 	fmt.Fprintln(w, "\nCPU is utime+stime from /proc of each router's process tree over the measured part, divided by the requests "+
 		"answered in it: sglang-router's Python launcher with its Rust router; sluice's gateway + decider (enginelink, which turns the "+
-		"engines' ZMQ KV events and load into Kafka records, and the broker are shown apart). p50/p99 are request latencies at the client.")
+		"engines' ZMQ KV events and load into Kafka records, and the broker are shown apart; with +embedded the decider runs inside the gateway's process, "+
+		"so its CPU is in the gateway column). p50/p99 are request latencies at the client.")
 }
 
 // spreadCell is a median with its min–max range over rounds.
@@ -337,3 +338,10 @@ func (s spreadCell) cell(prec, n int) string {
 
 // isSluice tells sluice's systems (this build, and the -baseline-sluice one) from the router.
 func isSluice(system string) bool { return system == "sluice" || system == "sluice-base" }
+
+// basePolicy is a sluice policy without its variant suffixes (+embedded, +ids): the router
+// policy it is compared with.
+func basePolicy(p string) string {
+	p, _, _ = strings.Cut(p, "+")
+	return p
+}

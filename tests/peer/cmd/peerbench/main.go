@@ -400,8 +400,8 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 		if c.system == "sluice-base" {
 			bin = f.closed.baseline
 		}
-		policy := strings.TrimSuffix(c.policy, "+ids")
-		promptIDs = policy != c.policy
+		policy, embedded := strings.CutSuffix(c.policy, "+embedded")
+		policy, promptIDs = strings.CutSuffix(policy, "+ids")
 		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), policy)
 		loadTopic, kvTopic := tag+"-load", tag+"-kv"
 		if err := createTopics(ctx, f.brokers, loadTopic, kvTopic); err != nil {
@@ -430,22 +430,43 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 		if err != nil {
 			return sys, err
 		}
-		dec, err := start("decider", bin, append([]string{"decider", "-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
-			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic, "-log-level", "warn"},
-			strings.Fields(f.deciderArgs)...)...)
-		if err != nil {
-			return sys, err
-		}
-		if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", sys.procs, 60*time.Second); err != nil {
-			return sys, fmt.Errorf("decider: %w", err)
-		}
-		gw, err := start("gateway", bin, append([]string{"gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", f.sluiceTokenizer,
-			"-log-level", "warn"}, strings.Fields(f.gatewayArgs)...)...)
-		if err != nil {
-			return sys, err
+		deciderArgs := append([]string{"-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
+			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic},
+			strings.Fields(f.deciderArgs)...)
+		gwArgs := append([]string{"gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", f.sluiceTokenizer,
+			"-log-level", "warn"}, strings.Fields(f.gatewayArgs)...)
+		var gw, dec *proc
+		if embedded {
+			// One process: the gateway runs the decider (-embed-decider, its flags prefixed).
+			// No value here starts with "-".
+			for i, a := range deciderArgs {
+				if strings.HasPrefix(a, "-") {
+					deciderArgs[i] = "-decider." + a[1:]
+				}
+			}
+			gwArgs = append(append(gwArgs, "-embed-decider"), deciderArgs...)
+			if gw, err = start("gateway", bin, gwArgs...); err != nil {
+				return sys, err
+			}
+			if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", sys.procs, 60*time.Second); err != nil {
+				return sys, fmt.Errorf("embedded decider: %w", err)
+			}
+		} else {
+			if dec, err = start("decider", bin, append([]string{"decider", "-log-level", "warn"}, deciderArgs...)...); err != nil {
+				return sys, err
+			}
+			if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", sys.procs, 60*time.Second); err != nil {
+				return sys, fmt.Errorf("decider: %w", err)
+			}
+			if gw, err = start("gateway", bin, gwArgs...); err != nil {
+				return sys, err
+			}
 		}
 		routerURL = "http://" + gwAddr
-		counted = []*proc{gw, dec, link}
+		counted = []*proc{gw, link}
+		if dec != nil {
+			counted = append(counted, dec)
+		}
 		metricsURLs = map[string]string{"decider": "http://" + httpAddr + "/metrics", "enginelink": "http://" + linkAddr + "/metrics",
 			"gateway": "http://" + gwAddr + "/metrics"}
 		if f.kafkaPID > 0 {
