@@ -217,7 +217,7 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 	fmt.Fprintf(w, "Closed loop: %s clients, each sending its next chat completion when the last one answered (max_tokens %d, stream %v; "+
 		"a system prompt from %d shared ones of %d words and a user message of %d words, the same requests for every system). "+
 		"%d simulated SGLang engines (sluice simengine) at speed %g, fresh for every configuration. %v measured after %v of warm-up per run; "+
-		"%d rounds, configurations interleaved (rotated each round); %s in all. sluice's gateway uses -tokenizer %s.\n\n",
+		"%d rounds, configurations interleaved (rotated each round); %s in all. sluice's gateway uses -tokenizer %s (auto: engine for cache_aware, which needs the engine's token ids, else the default estimate).\n\n",
 		f.closed.clients, f.closed.maxTokens, f.closed.stream, f.closed.prefixes, f.closed.prefixW, f.closed.suffixW, f.engines, f.closed.speed,
 		f.closed.duration, f.closed.warmup, f.rounds, took.Round(time.Second), f.sluiceTokenizer)
 	type key struct {

@@ -80,7 +80,8 @@ func main() {
 	fs.IntVar(&f.maxRunning, "max-running", 32, "engine running slots")
 	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed, uncached tokens/s per request (real time)")
 	fs.Float64Var(&f.decodeMs, "decode-ms-per-token", 20, "engine time per output token (real time)")
-	fs.StringVar(&f.sluiceTokenizer, "sluice-tokenizer", "engine", "the gateway's -tokenizer (engine: the engine's /tokenize, as a cache_aware deployment on SGLang engines would)")
+	fs.StringVar(&f.sluiceTokenizer, "sluice-tokenizer", "engine", "the gateway's -tokenizer (engine: the engine's /tokenize, as a cache_aware deployment on SGLang engines would); "+
+		"auto: engine for cache_aware, estimate (the gateway's default) for policies that read no token ids")
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
 	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
 	f.closed.register(fs)
@@ -96,6 +97,9 @@ func main() {
 		}
 		if !set["rounds"] {
 			f.rounds = 3
+		}
+		if !set["sluice-tokenizer"] {
+			f.sluiceTokenizer = "auto"
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -433,7 +437,14 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 		deciderArgs := append([]string{"-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
 			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic},
 			strings.Fields(f.deciderArgs)...)
-		gwArgs := append([]string{"gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", f.sluiceTokenizer,
+		tok := f.sluiceTokenizer
+		if tok == "auto" {
+			tok = "estimate"
+			if policy == "cache_aware" {
+				tok = "engine"
+			}
+		}
+		gwArgs := append([]string{"gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", tok,
 			"-log-level", "warn"}, strings.Fields(f.gatewayArgs)...)
 		var gw, dec *proc
 		if embedded {
