@@ -152,6 +152,11 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 		}
 		last := attempt > 1 || !s.cfg.RetryOnEngineFailure
 		res := s.forward(r, sw, route, f, raw, dec, last)
+		if sw.status != 0 {
+			// The answer is complete: let the client have its last bytes now rather than
+			// after the Release round trip.
+			sw.Flush()
+		}
 		s.release(dec.GetLeaseId(), req.GetRequestId(), res)
 		if !res.retry || last {
 			return
