@@ -310,7 +310,7 @@ func (e *engineTokenizer) engineURL(ctx context.Context, model string) (string, 
 // tokenizerEngineURLs are the healthy plain and prefill engines (they see whole prompts), or
 // when there are none the healthy engines of any role, in the order listed (by id).
 func tokenizerEngineURLs(engines []*sluicev1.Engine) []string {
-	var whole, any []string
+	var whole, every []string
 	for _, en := range engines {
 		if !en.GetHealthy() {
 			continue
@@ -320,12 +320,12 @@ func tokenizerEngineURLs(engines []*sluicev1.Engine) []string {
 		case sluicev1.Role_ROLE_PLAIN, sluicev1.Role_ROLE_PREFILL:
 			whole = append(whole, u)
 		}
-		any = append(any, u)
+		every = append(every, u)
 	}
 	if len(whole) > 0 {
 		return whole
 	}
-	return any
+	return every
 }
 
 // forget drops a model's engine list after a failed call, so the next call lists the engines
