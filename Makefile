@@ -72,6 +72,10 @@ bench: ## Run benchmarks (decider, state, components, services) into bench.out; 
 peer-bench: ## Live peer comparison: the real sglang-router vs sluice on simulated engines (ARGS="-window 5m -rounds 2"); writes BENCHMARKS-peer.md
 	scripts/peer-bench.sh $(ARGS)
 
+.PHONY: peer-bench-closed
+peer-bench-closed: ## Closed-loop throughput, sglang-router vs sluice at 1/16/64 clients (ARGS="-rounds 5"); writes BENCHMARKS-peer.md
+	scripts/peer-bench.sh -mode closed $(ARGS)
+
 .PHONY: build
 build: ## Build the sluice binary into bin/sluice
 	$(GO) build -o bin/sluice ./services/sluice

@@ -8,6 +8,10 @@
 # Usage: scripts/peer-bench.sh [peerbench flags]     e.g. -window 5m -speed 10 -rounds 2
 #   (go run ./tests/peer/cmd/peerbench -h lists them: -trace, -window, -speed, -engines,
 #   -rounds, -max-tokens-cap, -timeout, -out, -sglang-policies, -sluice-policies, ...)
+#        scripts/peer-bench.sh -mode closed      closed-loop throughput: 1/16/64 clients of small chat
+#   completions, req/s, p50/p99 and CPU ms per request per system (-clients, -duration, -warmup,
+#   -closed-speed, -baseline-sluice BIN for a second sluice build; sluice policies POLICY+embedded
+#   run the gateway with -embed-decider)
 #
 # Environment:
 #   PEER_TRACE                 trace file (default /work/shared/data/conversation_trace.jsonl)

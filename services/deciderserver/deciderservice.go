@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -84,7 +85,7 @@ func (s *deciderService) Release(_ context.Context, in *sluicev1.ReleaseRequest)
 	if s.health != nil && released {
 		s.reportOutcome(in, engines)
 	}
-	s.metrics.releases.WithLabelValues(outcomeLabel(in.GetOutcome()), fmt.Sprint(released)).Inc()
+	s.metrics.releases.WithLabelValues(outcomeLabel(in.GetOutcome()), strconv.FormatBool(released)).Inc()
 	return &sluicev1.ReleaseResponse{Released: released}, nil
 }
 

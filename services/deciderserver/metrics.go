@@ -90,7 +90,7 @@ type counterBox struct{ prometheus.Counter }
 func newCallCounter(reg prometheus.Registerer, procedures []string) *callCounter {
 	c := &callCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decider_rpcs_total",
-		Help: "Calls of every procedure (DeciderService, AdminService, health, reflection) by protocol (grpc, connect, grpc-web, rest) and status code, refusals by authentication included.",
+		Help: "Calls of every procedure (DeciderService, AdminService, health, reflection) by protocol (grpc, connect, grpc-web, rest, in-process) and status code, refusals by authentication included.",
 	}, []string{"procedure", "protocol", "code"}),
 		byProcedure: map[string]*callCells{}}
 	for _, p := range procedures {

@@ -14,10 +14,11 @@ const (
 	protoConnect        // Connect, HTTP port
 	protoGRPCWeb        // gRPC-Web, HTTP port
 	protoREST           // REST through grpc-gateway, HTTP port
+	protoLocal          // in process, from an embedding gateway (local.go)
 	numProtocols
 )
 
-var protocols = [numProtocols]string{"grpc", "connect", "grpc-web", "rest"}
+var protocols = [numProtocols]string{"grpc", "connect", "grpc-web", "rest", "in-process"}
 
 type protocolKey struct{}
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	goruntime "runtime"
 
 	"connectrpc.com/vanguard"
 	"connectrpc.com/vanguard/vanguardgrpc"
@@ -48,6 +49,8 @@ type rpcStack struct {
 	rest *grpc.ClientConn
 	// connect serves Connect, gRPC-Web and gRPC on the HTTP port; gateway serves REST.
 	connect, gateway http.Handler
+	// local serves an embedding gateway in process (local.go).
+	local *localConn
 }
 
 // rpcDeps are the chain's parts and the size limits.
@@ -64,7 +67,14 @@ type rpcDeps struct {
 func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev1.AdminServiceServer) (*rpcStack, error) {
 	r := &rpcStack{health: health.NewServer(), mem: bufconn.Listen(256 << 10)}
 	ch := &chain{shed: d.shed, auth: d.auth, logger: d.logger}
-	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), grpc.UnaryInterceptor(ch.unary), grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes))
+	// Stream workers run calls on long-lived goroutines whose stacks have already grown: a
+	// goroutine per call (grpc's default) starts at 8 KiB and copies its stack as Decide's
+	// call depth grows it, which was the largest single cost of a Decide call under load
+	// (runtime.copystack, 16 % of the decider's CPU in BENCHMARKS.md's closed-loop profile).
+	// When every worker is busy a call gets its own goroutine as before.
+	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), grpc.UnaryInterceptor(ch.unary), grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes),
+		grpc.NumStreamWorkers(streamWorkers()))
+	r.local = newLocalConn(ch, d.shed, decider, admin)
 	sluicev1.RegisterDeciderServiceServer(r.grpc, decider)
 	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
@@ -115,6 +125,10 @@ func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev
 	r.gateway = routes.methodFilter(gw, gw)
 	return r, nil
 }
+
+// streamWorkers is the gRPC server's worker count: enough for the calls in progress on a busy
+// replica (Decide does not block, so a few per core).
+func streamWorkers() uint32 { return uint32(max(16, 4*goruntime.GOMAXPROCS(0))) }
 
 // mount routes every service's procedures to the Connect handler and /v1/ to REST.
 func (r *rpcStack) mount(mux *http.ServeMux) {

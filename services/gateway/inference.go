@@ -39,7 +39,7 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 		}
 		sw.Header().Set("X-Request-Id", requestID)
 
-		raw, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, s.sizes.MaxBodyBytes))
+		raw, err := readBody(r, http.MaxBytesReader(sw, r.Body, s.sizes.MaxBodyBytes), s.sizes.MaxBodyBytes)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -74,6 +74,19 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 		}
 		writeAPIError(sw, apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error", message: err.Error()})
 	}
+}
+
+// readBody reads the whole body: into one buffer of the declared Content-Length when there is
+// one within max (net/http ends the body there), else growing as io.ReadAll does.
+func readBody(r *http.Request, body io.Reader, max int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= max {
+		raw := make([]byte, n)
+		if _, err := io.ReadFull(body, raw); err != nil {
+			return nil, err
+		}
+		return raw, nil
+	}
+	return io.ReadAll(body)
 }
 
 // decideRequest turns a request's facts and headers into a DecideRequest.
@@ -158,6 +171,11 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 		s.annotate(r, sw, req, dec)
 		last := attempt > 1 || !s.cfg.RetryOnEngineFailure
 		res := s.forward(r, sw, route, f, raw, dec, last)
+		if sw.status != 0 {
+			// The answer is complete: let the client have its last bytes now rather than
+			// after the Release round trip.
+			sw.Flush()
+		}
 		s.release(dec.GetLeaseId(), req.GetRequestId(), res)
 		if !res.retry || last {
 			return

@@ -67,7 +67,7 @@ func badRequest(param, code, format string, args ...any) *requestError {
 // bodies without a model.
 func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 	var b body
-	if err := json.Unmarshal(raw, &b); err != nil {
+	if err := decodeBody(raw, &b); err != nil {
 		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
 	}
 	if b.Model == "" && route == routeGenerate {
@@ -202,6 +202,9 @@ func toTokenIDs(field string, ids []int64) (tokens, error) {
 func chatTexts(raw json.RawMessage) ([]string, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return nil, badRequest("messages", "missing_messages", "you must provide a messages parameter")
+	}
+	if texts, ok := chatTextsFast(raw); ok {
+		return texts, nil
 	}
 	var msgs []struct {
 		Content json.RawMessage `json:"content"`

@@ -58,12 +58,30 @@ type Server struct {
 	inflight sync.WaitGroup
 }
 
+// Option changes how New builds the gateway.
+type Option func(*options)
+
+type options struct {
+	local grpc.ClientConnInterface
+}
+
+// WithLocalDecider sends the request path's Decide and Release calls to cc, an embedded
+// decider's in-process connection (deciderserver.Server.LocalConn), instead of over gRPC to
+// -decider-addr: one network hop, its serialisation and a process less per request. The REST
+// mapping, /v1/models, the tokenizer's engine list and /readyz still use -decider-addr, which
+// must then be the embedded decider's own gRPC address.
+func WithLocalDecider(cc grpc.ClientConnInterface) Option { return func(o *options) { o.local = cc } }
+
 // New validates cfg, builds the decider connection (gRPC connects lazily, on first use), the
 // tokenizer (an hf: tokenizer.json is loaded now) and the routes, and binds the listener, so
 // Addr is valid on return. It starts no goroutines: Run does.
-func New(logger *slog.Logger, cfg Config) (*Server, error) {
+func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	sizes := limits.For(cfg.MaxTokenIDs)
 	// round_robin over every address the target resolves to (e.g. dns:///deciders:7070 or a
@@ -80,11 +98,15 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 		admin:         sluicev1.NewAdminServiceClient(conn),
 		engines:       &http.Client{Transport: newEngineTransport()},
 		sessionHeader: canonicalHeader(cfg.SessionHeader), routingHeader: canonicalHeader(cfg.RoutingHeader)}
-	opts := []deciderclient.Option{deciderclient.WithTimeout(cfg.DecideTimeout)}
+	copts := []deciderclient.Option{deciderclient.WithTimeout(cfg.DecideTimeout)}
 	if cfg.DeciderToken != "" {
-		opts = append(opts, deciderclient.WithToken(cfg.DeciderToken))
+		copts = append(copts, deciderclient.WithToken(cfg.DeciderToken))
 	}
-	s.decider = deciderclient.New(conn, opts...)
+	var decisions grpc.ClientConnInterface = conn
+	if o.local != nil {
+		decisions = o.local
+	}
+	s.decider = deciderclient.New(decisions, copts...)
 	if s.tokenizer, err = s.newTokenizer(); err != nil {
 		conn.Close()
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/serve"
 	"github.com/sluicehq/sluice/services/ctl"
 	"github.com/sluicehq/sluice/services/deciderserver"
 	"github.com/sluicehq/sluice/services/devstack"
@@ -137,6 +138,8 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	register(fs)
 	lf := logDefaults
 	lf.register(fs)
+	var pprofAddr string
+	fs.StringVar(&pprofAddr, serve.PprofFlag, "", "serve net/http/pprof on this address (:6060 = loopback only; name a host to expose it); empty = off")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -144,10 +147,18 @@ func runService(ctx context.Context, name string, args []string, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if _, err := serve.PprofAddr(pprofAddr); err != nil {
+		return err
+	}
 	srv, err := build(logger)
 	if err != nil {
 		return err
 	}
+	prof, err := serve.StartPprof(pprofAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer prof.Close()
 	return srv.Run(ctx)
 }
 
@@ -163,9 +174,58 @@ func runDecider(ctx context.Context, args []string, stderr io.Writer) error {
 
 func runGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := gateway.DefaultConfig()
-	return runService(ctx, "gateway", args, stderr, serviceLogDefaults, cfg.RegisterFlags, func(l *slog.Logger) (runner, error) {
-		return nilSafe(gateway.New(l, cfg))
+	dcfg := deciderserver.DefaultConfig()
+	var embed bool
+	register := func(fs *flag.FlagSet) {
+		cfg.RegisterFlags(fs)
+		fs.BoolVar(&embed, "embed-decider", false, "run a decider in this process, configured by the -decider.* flags; Decide and Release "+
+			"then stay in process (-decider-addr is ignored: the embedded decider's own -decider.grpc-addr serves the rest and other gateways)")
+		sub := flag.NewFlagSet("decider", flag.ContinueOnError)
+		dcfg.RegisterFlags(sub)
+		sub.VisitAll(func(f *flag.Flag) {
+			fs.Var(f.Value, embeddedDeciderPrefix+f.Name, "with -embed-decider: the decider's -"+f.Name+": "+f.Usage)
+		})
+	}
+	return runService(ctx, "gateway", args, stderr, serviceLogDefaults, register, func(l *slog.Logger) (runner, error) {
+		if !embed {
+			return nilSafe(gateway.New(l, cfg))
+		}
+		dcfg.FillFromEnvironment()
+		dec, err := deciderserver.New(l.With(slog.String("component", "decider")), dcfg)
+		if err != nil {
+			return nil, fmt.Errorf("embedded decider: %w", err)
+		}
+		cfg.DeciderAddr = dec.GRPCAddr()
+		gw, err := gateway.New(l, cfg, gateway.WithLocalDecider(dec.LocalConn()))
+		if err != nil {
+			return nil, err
+		}
+		return runnerFunc(func(ctx context.Context) error { return runEmbedded(ctx, gw, dec) }), nil
 	})
+}
+
+// embeddedDeciderPrefix prefixes the decider's flags on `sluice gateway -embed-decider`.
+const embeddedDeciderPrefix = "decider."
+
+// runEmbedded runs a gateway and the decider it embeds: the decider keeps serving until the
+// gateway has drained (its last leases released), and a decider that fails stops the gateway.
+func runEmbedded(ctx context.Context, gw *gateway.Server, dec *deciderserver.Server) error {
+	gctx, stopGateway := context.WithCancel(ctx)
+	defer stopGateway()
+	dctx, stopDecider := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDecider()
+	derr := make(chan error, 1)
+	go func() {
+		err := dec.Run(dctx)
+		stopGateway()
+		derr <- err
+	}()
+	gerr := gw.Run(gctx)
+	stopDecider()
+	if err := <-derr; err != nil {
+		return errors.Join(gerr, fmt.Errorf("embedded decider: %w", err))
+	}
+	return gerr
 }
 
 func runSimengine(ctx context.Context, args []string, stderr io.Writer) error {

@@ -44,6 +44,9 @@ type flags struct {
 	cacheBlocks, maxRunning        int
 	prefillTokPerSec, decodeMs     float64
 	sglangPolicies, sluicePolicies string
+	sluiceTokenizer                string
+	gatewayArgs, deciderArgs       string
+	closed                         closedFlags
 }
 
 func main() {
@@ -77,7 +80,28 @@ func main() {
 	fs.IntVar(&f.maxRunning, "max-running", 32, "engine running slots")
 	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed, uncached tokens/s per request (real time)")
 	fs.Float64Var(&f.decodeMs, "decode-ms-per-token", 20, "engine time per output token (real time)")
+	fs.StringVar(&f.sluiceTokenizer, "sluice-tokenizer", "engine", "the gateway's -tokenizer (engine: the engine's /tokenize, as a cache_aware deployment on SGLang engines would); "+
+		"auto: engine for cache_aware, estimate (the gateway's default) for policies that read no token ids")
+	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
+	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
+	f.closed.register(fs)
 	flag.Parse()
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.closed.mode == "closed" {
+		if !set["sglang-policies"] {
+			f.sglangPolicies = "round_robin,power_of_two,cache_aware"
+		}
+		if !set["sluice-policies"] {
+			f.sluicePolicies = "power_of_two,cache_aware"
+		}
+		if !set["rounds"] {
+			f.rounds = 3
+		}
+		if !set["sluice-tokenizer"] {
+			f.sluiceTokenizer = "auto"
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, f); err != nil {
@@ -93,6 +117,13 @@ func logf(format string, a ...any) {
 type config struct{ system, policy string }
 
 func run(ctx context.Context, f flags) error {
+	switch f.closed.mode {
+	case "closed":
+		return runClosedMode(ctx, f)
+	case "open":
+	default:
+		return fmt.Errorf("-mode %q: use open (trace replay) or closed (closed-loop throughput)", f.closed.mode)
+	}
 	all, err := trace.Read(f.tracePath)
 	if err != nil {
 		return err
@@ -224,141 +255,43 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 	fmt.Fprintln(w)
 }
 
+// system is one router (and what it needs) started in front of fresh engines.
+type system struct {
+	url string
+	// counted are the router's processes, whose CPU is the router's; extra are pids reported
+	// apart (the Kafka broker).
+	counted []*proc
+	extra   []int
+	procs   []*proc
+	engines []engine
+	// metricsURLs are scraped after a run into its directory, to check what the router saw.
+	metricsURLs map[string]string
+	promptIDs   bool
+	after       []func() // run once every process is stopped
+}
+
+type engine struct {
+	id, url, kv, replay string
+}
+
+// stop stops every process, last started first.
+func (sys *system) stop() {
+	for i := len(sys.procs) - 1; i >= 0; i-- {
+		sys.procs[i].stop()
+	}
+	for _, f := range sys.after {
+		f()
+	}
+}
+
 // runOne starts fresh engines and one router, replays the trace through it and stops them.
 func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir string) (peer.Round, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return peer.Round{}, err
-	}
-	var procs []*proc
-	var after []func() // run once every process is stopped
-	defer func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop()
-		}
-		for _, f := range after {
-			f()
-		}
-	}()
-	start := func(name string, bin string, args ...string) (*proc, error) {
-		p, err := startProc(filepath.Join(dir, name+".log"), bin, args...)
-		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", name, err)
-		}
-		procs = append(procs, p)
-		return p, nil
-	}
-	ports, err := freePorts(3*f.engines + 6)
+	sys, err := startSystem(ctx, f, c, dir, f.speed/f.load)
+	defer sys.stop()
 	if err != nil {
 		return peer.Round{}, err
 	}
-	type engine struct {
-		id, url, kv, replay string
-	}
-	engines := make([]engine, f.engines)
-	engineSpeed := f.speed / f.load
-	for i := range engines {
-		hp, kp, rp := ports[3*i], ports[3*i+1], ports[3*i+2]
-		e := engine{id: fmt.Sprintf("e%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", hp),
-			kv: fmt.Sprintf("tcp://127.0.0.1:%d", kp), replay: fmt.Sprintf("tcp://127.0.0.1:%d", rp)}
-		engines[i] = e
-		if _, err := start("engine-"+e.id, f.sluiceBin, "simengine", "-addr", fmt.Sprintf("127.0.0.1:%d", hp), "-id", e.id, "-model", model,
-			"-metrics-naming", "sglang", "-kv-events-endpoint", fmt.Sprintf("tcp://*:%d", kp), "-kv-replay-endpoint", fmt.Sprintf("tcp://*:%d", rp),
-			"-speed", ftoa(engineSpeed), "-cache-blocks", strconv.Itoa(f.cacheBlocks), "-max-running", strconv.Itoa(f.maxRunning),
-			"-prefill-tokens-per-sec", ftoa(f.prefillTokPerSec), "-decode-ms-per-token", ftoa(f.decodeMs),
-			"-log-level", "warn"); err != nil {
-			return peer.Round{}, err
-		}
-	}
-	for _, e := range engines {
-		if err := waitHTTP(ctx, e.url+"/health", procs, 30*time.Second); err != nil {
-			return peer.Round{}, fmt.Errorf("engine %s: %w", e.id, err)
-		}
-	}
-	p := ports[3*f.engines:]
-	var routerURL string
-	var counted []*proc
-	var extra []int
-	var metricsURLs map[string]string // scraped after the replay into dir, to check what the router saw
-	promptIDs := false
-	switch c.system {
-	case "sglang-router":
-		routerURL = fmt.Sprintf("http://127.0.0.1:%d", p[0])
-		args := []string{"-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", strconv.Itoa(p[0]),
-			"--policy", c.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(p[1]), "--log-level", "warn", "--worker-urls"}
-		for _, e := range engines {
-			args = append(args, e.url)
-		}
-		r, err := start("sglang-router", f.routerPython, args...)
-		if err != nil {
-			return peer.Round{}, err
-		}
-		counted = []*proc{r}
-		metricsURLs = map[string]string{"sglang-router": fmt.Sprintf("http://127.0.0.1:%d/metrics", p[1])}
-	case "sluice":
-		policy := strings.TrimSuffix(c.policy, "+ids")
-		promptIDs = policy != c.policy
-		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), policy)
-		loadTopic, kvTopic := tag+"-load", tag+"-kv"
-		if err := createTopics(ctx, f.brokers, loadTopic, kvTopic); err != nil {
-			return peer.Round{}, err
-		}
-		after = append(after, func() { deleteTopics(f.brokers, loadTopic, kvTopic) })
-		var cfg strings.Builder
-		cfg.WriteString("workers:\n")
-		for _, e := range engines {
-			fmt.Fprintf(&cfg, "  - {id: %s, url: %q, models: [%s], role: plain}\n", e.id, e.url, model)
-		}
-		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, policy)
-		cfgPath := filepath.Join(dir, "sluice.yaml")
-		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
-			return peer.Round{}, err
-		}
-		grpcAddr, httpAddr, gwAddr, linkAddr := fmt.Sprintf("127.0.0.1:%d", p[0]), fmt.Sprintf("127.0.0.1:%d", p[1]),
-			fmt.Sprintf("127.0.0.1:%d", p[2]), fmt.Sprintf("127.0.0.1:%d", p[3])
-		linkArgs := []string{"enginelink", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic,
-			"-http-addr", linkAddr, "-log-level", "warn"}
-		for _, e := range engines {
-			linkArgs = append(linkArgs, "-engine", fmt.Sprintf("id=%s,model=%s,engine=sglang,kv=%s,replay=%s,loads=%s/v1/loads,metrics=%s/metrics",
-				e.id, model, e.kv, e.replay, e.url, e.url))
-		}
-		link, err := start("enginelink", f.sluiceBin, linkArgs...)
-		if err != nil {
-			return peer.Round{}, err
-		}
-		dec, err := start("decider", f.sluiceBin, "decider", "-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
-			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic, "-log-level", "warn")
-		if err != nil {
-			return peer.Round{}, err
-		}
-		if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", procs, 60*time.Second); err != nil {
-			return peer.Round{}, fmt.Errorf("decider: %w", err)
-		}
-		gw, err := start("gateway", f.sluiceBin, "gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", "engine", "-log-level", "warn")
-		if err != nil {
-			return peer.Round{}, err
-		}
-		routerURL = "http://" + gwAddr
-		counted = []*proc{gw, dec, link}
-		metricsURLs = map[string]string{"decider": "http://" + httpAddr + "/metrics", "enginelink": "http://" + linkAddr + "/metrics",
-			"gateway": "http://" + gwAddr + "/metrics"}
-		if f.kafkaPID > 0 {
-			extra = []int{f.kafkaPID}
-		}
-	default:
-		return peer.Round{}, fmt.Errorf("unknown system %q", c.system)
-	}
-	if err := waitCompletion(ctx, routerURL, procs, 90*time.Second); err != nil {
-		return peer.Round{}, fmt.Errorf("%s not serving: %w", c.system, err)
-	}
-	// The readiness requests left blocks behind: start every engine empty. sluice's decider
-	// hears the clear through KV events; give it and a load report a moment.
-	for _, e := range engines {
-		if err := post(ctx, e.url+"/admin/reset-cache"); err != nil {
-			return peer.Round{}, fmt.Errorf("reset %s: %w", e.id, err)
-		}
-	}
-	time.Sleep(1500 * time.Millisecond)
-
+	routerURL, counted, extra, metricsURLs, engines, promptIDs := sys.url, sys.counted, sys.extra, sys.metricsURLs, sys.engines, sys.promptIDs
 	pids := make([]int, len(counted))
 	each0 := make([]time.Duration, len(counted))
 	for i, p := range counted {
@@ -405,6 +338,168 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		}
 	}
 	return peer.Round{System: c.system, Policy: c.policy, Results: results, CPU: cpu1 - cpu0, Extra: ex1 - ex0}, nil
+}
+
+// startSystem starts f.engines fresh simulated engines at engineSpeed and c's router in front
+// of them, and waits until a completion passes and the engines are empty again. The caller
+// stops the system, also after an error.
+func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed float64) (*system, error) {
+	sys := &system{}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sys, err
+	}
+	start := func(name string, bin string, args ...string) (*proc, error) {
+		p, err := startProc(filepath.Join(dir, name+".log"), bin, args...)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		sys.procs = append(sys.procs, p)
+		return p, nil
+	}
+	ports, err := freePorts(3*f.engines + 6)
+	if err != nil {
+		return sys, err
+	}
+	engines := make([]engine, f.engines)
+	for i := range engines {
+		hp, kp, rp := ports[3*i], ports[3*i+1], ports[3*i+2]
+		e := engine{id: fmt.Sprintf("e%d", i), url: fmt.Sprintf("http://127.0.0.1:%d", hp),
+			kv: fmt.Sprintf("tcp://127.0.0.1:%d", kp), replay: fmt.Sprintf("tcp://127.0.0.1:%d", rp)}
+		engines[i] = e
+		if _, err := start("engine-"+e.id, f.sluiceBin, "simengine", "-addr", fmt.Sprintf("127.0.0.1:%d", hp), "-id", e.id, "-model", model,
+			"-metrics-naming", "sglang", "-kv-events-endpoint", fmt.Sprintf("tcp://*:%d", kp), "-kv-replay-endpoint", fmt.Sprintf("tcp://*:%d", rp),
+			"-speed", ftoa(engineSpeed), "-cache-blocks", strconv.Itoa(f.cacheBlocks), "-max-running", strconv.Itoa(f.maxRunning),
+			"-prefill-tokens-per-sec", ftoa(f.prefillTokPerSec), "-decode-ms-per-token", ftoa(f.decodeMs),
+			"-log-level", "warn"); err != nil {
+			return sys, err
+		}
+	}
+	for _, e := range engines {
+		if err := waitHTTP(ctx, e.url+"/health", sys.procs, 30*time.Second); err != nil {
+			return sys, fmt.Errorf("engine %s: %w", e.id, err)
+		}
+	}
+	p := ports[3*f.engines:]
+	var routerURL string
+	var counted []*proc
+	var extra []int
+	var metricsURLs map[string]string
+	promptIDs := false
+	switch c.system {
+	case "sglang-router":
+		routerURL = fmt.Sprintf("http://127.0.0.1:%d", p[0])
+		args := []string{"-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", strconv.Itoa(p[0]),
+			"--policy", c.policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", strconv.Itoa(p[1]), "--log-level", "warn", "--worker-urls"}
+		for _, e := range engines {
+			args = append(args, e.url)
+		}
+		r, err := start("sglang-router", f.routerPython, args...)
+		if err != nil {
+			return sys, err
+		}
+		counted = []*proc{r}
+		metricsURLs = map[string]string{"sglang-router": fmt.Sprintf("http://127.0.0.1:%d/metrics", p[1])}
+	case "sluice", "sluice-base":
+		bin := f.sluiceBin
+		if c.system == "sluice-base" {
+			bin = f.closed.baseline
+		}
+		policy, embedded := strings.CutSuffix(c.policy, "+embedded")
+		policy, promptIDs = strings.CutSuffix(policy, "+ids")
+		tag := fmt.Sprintf("peer-%d-%s", time.Now().UnixNano(), policy)
+		loadTopic, kvTopic := tag+"-load", tag+"-kv"
+		if err := createTopics(ctx, f.brokers, loadTopic, kvTopic); err != nil {
+			return sys, err
+		}
+		sys.after = append(sys.after, func() { deleteTopics(f.brokers, loadTopic, kvTopic) })
+		var cfg strings.Builder
+		cfg.WriteString("workers:\n")
+		for _, e := range engines {
+			fmt.Fprintf(&cfg, "  - {id: %s, url: %q, models: [%s], role: plain}\n", e.id, e.url, model)
+		}
+		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, policy)
+		cfgPath := filepath.Join(dir, "sluice.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+			return sys, err
+		}
+		grpcAddr, httpAddr, gwAddr, linkAddr := fmt.Sprintf("127.0.0.1:%d", p[0]), fmt.Sprintf("127.0.0.1:%d", p[1]),
+			fmt.Sprintf("127.0.0.1:%d", p[2]), fmt.Sprintf("127.0.0.1:%d", p[3])
+		linkArgs := []string{"enginelink", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic,
+			"-http-addr", linkAddr, "-log-level", "warn"}
+		for _, e := range engines {
+			linkArgs = append(linkArgs, "-engine", fmt.Sprintf("id=%s,model=%s,engine=sglang,kv=%s,replay=%s,loads=%s/v1/loads,metrics=%s/metrics",
+				e.id, model, e.kv, e.replay, e.url, e.url))
+		}
+		link, err := start("enginelink", bin, linkArgs...)
+		if err != nil {
+			return sys, err
+		}
+		deciderArgs := append([]string{"-grpc-addr", grpcAddr, "-http-addr", httpAddr, "-config", cfgPath,
+			"-config-snapshot", "-", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic},
+			strings.Fields(f.deciderArgs)...)
+		tok := f.sluiceTokenizer
+		if tok == "auto" {
+			tok = "estimate"
+			if policy == "cache_aware" {
+				tok = "engine"
+			}
+		}
+		gwArgs := append([]string{"gateway", "-addr", gwAddr, "-decider-addr", grpcAddr, "-tokenizer", tok,
+			"-log-level", "warn"}, strings.Fields(f.gatewayArgs)...)
+		var gw, dec *proc
+		if embedded {
+			// One process: the gateway runs the decider (-embed-decider, its flags prefixed).
+			// No value here starts with "-".
+			for i, a := range deciderArgs {
+				if strings.HasPrefix(a, "-") {
+					deciderArgs[i] = "-decider." + a[1:]
+				}
+			}
+			gwArgs = append(append(gwArgs, "-embed-decider"), deciderArgs...)
+			if gw, err = start("gateway", bin, gwArgs...); err != nil {
+				return sys, err
+			}
+			if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", sys.procs, 60*time.Second); err != nil {
+				return sys, fmt.Errorf("embedded decider: %w", err)
+			}
+		} else {
+			if dec, err = start("decider", bin, append([]string{"decider", "-log-level", "warn"}, deciderArgs...)...); err != nil {
+				return sys, err
+			}
+			if err := waitHTTP(ctx, "http://"+httpAddr+"/readyz", sys.procs, 60*time.Second); err != nil {
+				return sys, fmt.Errorf("decider: %w", err)
+			}
+			if gw, err = start("gateway", bin, gwArgs...); err != nil {
+				return sys, err
+			}
+		}
+		routerURL = "http://" + gwAddr
+		counted = []*proc{gw, link}
+		if dec != nil {
+			counted = append(counted, dec)
+		}
+		metricsURLs = map[string]string{"decider": "http://" + httpAddr + "/metrics", "enginelink": "http://" + linkAddr + "/metrics",
+			"gateway": "http://" + gwAddr + "/metrics"}
+		if f.kafkaPID > 0 {
+			extra = []int{f.kafkaPID}
+		}
+	default:
+		return sys, fmt.Errorf("unknown system %q", c.system)
+	}
+	if err := waitCompletion(ctx, routerURL, sys.procs, 90*time.Second); err != nil {
+		return sys, fmt.Errorf("%s not serving: %w", c.system, err)
+	}
+	// The readiness requests left blocks behind: start every engine empty. sluice's decider
+	// hears the clear through KV events; give it and a load report a moment.
+	for _, e := range engines {
+		if err := post(ctx, e.url+"/admin/reset-cache"); err != nil {
+			return sys, fmt.Errorf("reset %s: %w", e.id, err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+
+	sys.url, sys.counted, sys.extra, sys.metricsURLs, sys.engines, sys.promptIDs = routerURL, counted, extra, metricsURLs, engines, promptIDs
+	return sys, nil
 }
 
 const model = "sim"
