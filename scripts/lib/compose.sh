@@ -298,7 +298,8 @@ compose_phase() {
   _compose down -v --remove-orphans >/dev/null 2>&1 || true
 
   log "compose: docker compose up -d --wait (11 services)"
-  local tu=$SECONDS
+  local tu=$SECONDS tu_epoch
+  tu_epoch=$(date +%s)
   COMPOSE_UP=1
   if ! _compose up -d --wait --wait-timeout 180 --no-build --pull never >"$COMPOSE_DIR/up.log" 2>&1; then
     cat "$COMPOSE_DIR/up.log" >&2
@@ -307,7 +308,7 @@ compose_phase() {
     die "compose: docker compose up did not bring every service up healthy"
   fi
   t_up=$((SECONDS - tu))
-  log "compose: every service healthy ${t_up}s after up"
+  log "compose: every service healthy ${t_up}s after up; first healthy, seconds after up: $(_compose_healthy_times "$tu_epoch")"
   _compose ps --format 'table {{.Service}}\t{{.Status}}' >&2 || true
 
   # Built without -race: the code under test runs in the containers; this is only its client.
@@ -343,6 +344,15 @@ compose_phase() {
   log "compose: $COMPOSE_TIMES"
   rm -rf "$COMPOSE_DIR"
   COMPOSE_DIR=""
+}
+
+# _compose_healthy_times SINCE prints, for each container that turned healthy since the epoch
+# second SINCE, how many seconds after SINCE it first did (from the daemon's event log).
+_compose_healthy_times() {
+  _docker events --since "$1" --until "$(date +%s)" --filter event=health_status \
+    --format '{{.TimeNano}} {{index .Actor.Attributes "com.docker.compose.service"}} {{.Status}}' 2>/dev/null |
+    awk -v since="$1" '$NF == "healthy" && !($2 in seen) {
+      seen[$2] = 1; printf "%s%s %.0f", sep, $2, $1 / 1e9 - since; sep = ", " }'
 }
 
 # compose_stop_dockerd stops the daemon compose_phase started and releases the cache lock.
