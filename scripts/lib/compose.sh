@@ -135,6 +135,10 @@ compose_dockerd() {
     log "compose: stopping a dockerd left by an earlier run (pid $(cat "$data/dockerd.pid"))"
     stop_pid "$(cat "$data/dockerd.pid")" dockerd 30
   fi
+  local other
+  if other="$(pgrep -x dockerd)"; then
+    die "compose: another dockerd runs (pid ${other//$'\n'/ }): its bridge and iptables rules would clash with the one this phase starts; stop it, or skip the phase locally with SLUICE_TEST_NO_COMPOSE=1"
+  fi
   log "compose: starting dockerd (data root $data, log $COMPOSE_DIR/dockerd.log)"
   # setsid: Ctrl-C goes to test.sh, whose trap stops the stack and then the daemon in order.
   setsid /usr/sbin/dockerd --data-root "$data" --exec-root "$COMPOSE_DIR/exec" \
@@ -235,8 +239,10 @@ compose_images() {
     die "compose: building the sluice image (Dockerfile target prebuilt) failed"
   fi
   log "compose: sluice:compose-smoke (host-built binary) ready in $((SECONDS - t0))s"
-  # Images of earlier runs' sluice builds, now untagged.
+  # Images of earlier runs' sluice builds, now untagged, and the build cache (the stand-ins are
+  # skipped by their labels, not by it), so the data root does not grow run by run.
   _docker image prune -f >/dev/null 2>&1 || true
+  _docker builder prune -af >/dev/null 2>&1 || true
 }
 
 # _compose_gobuild ROOT builds, in the background, the sluice binary the image packages (into the
