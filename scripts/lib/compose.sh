@@ -36,6 +36,7 @@ COMPOSE_LOCKFD=""
 COMPOSE_TIMES=""
 COMPOSE_BIN=""
 COMPOSE_V2_PID=""
+COMPOSE_NET_BEFORE="" # "ip_forward FORWARD-policy" before dockerd started
 
 _compose_cache() { echo "${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}/compose"; }
 
@@ -139,6 +140,10 @@ compose_dockerd() {
   if other="$(pgrep -x dockerd)"; then
     die "compose: another dockerd runs (pid ${other//$'\n'/ }): its bridge and iptables rules would clash with the one this phase starts; stop it, or skip the phase locally with SLUICE_TEST_NO_COMPOSE=1"
   fi
+  # dockerd turns on IP forwarding and, when it does, sets the FORWARD policy to DROP, and
+  # leaves both (and docker0) behind when it stops; compose_stop_dockerd puts them back, so
+  # other tests on this machine (network namespaces routed through the host) are not affected.
+  COMPOSE_NET_BEFORE="$(sysctl -n net.ipv4.ip_forward 2>/dev/null) $(iptables -S FORWARD 2>/dev/null | awk '$1 == "-P" {print $3}')"
   log "compose: starting dockerd (data root $data, log $COMPOSE_DIR/dockerd.log)"
   # setsid: Ctrl-C goes to test.sh, whose trap stops the stack and then the daemon in order.
   setsid /usr/sbin/dockerd --data-root "$data" --exec-root "$COMPOSE_DIR/exec" \
@@ -367,6 +372,14 @@ compose_stop_dockerd() {
     stop_pid "$COMPOSE_DOCKERD_PID" dockerd 30
   fi
   COMPOSE_DOCKERD_PID=""
+  if [[ -n "$COMPOSE_NET_BEFORE" ]]; then
+    local fwd policy
+    read -r fwd policy <<<"$COMPOSE_NET_BEFORE"
+    [[ -z "$policy" ]] || iptables -P FORWARD "$policy" 2>/dev/null || true
+    [[ -z "$fwd" ]] || sysctl -qw "net.ipv4.ip_forward=$fwd" 2>/dev/null || true
+    ip link delete docker0 2>/dev/null || true
+    COMPOSE_NET_BEFORE=""
+  fi
   if [[ -n "$COMPOSE_LOCKFD" ]]; then
     exec {COMPOSE_LOCKFD}>&-
     COMPOSE_LOCKFD=""
