@@ -360,7 +360,8 @@ compose_phase() {
 # _compose_healthy_times SINCE prints, for each container that turned healthy since the epoch
 # second SINCE, how many seconds after SINCE it first did (from the daemon's event log).
 _compose_healthy_times() {
-  _docker events --since "$1" --until "$(date +%s)" --filter event=health_status \
+  # --until a second ahead: the last health event can carry the current second.
+  _docker events --since "$1" --until "$(($(date +%s) + 1))" --filter event=health_status \
     --format '{{.TimeNano}} {{index .Actor.Attributes "com.docker.compose.service"}} {{.Status}}' 2>/dev/null |
     awk -v since="$1" '$NF == "healthy" && !($2 in seen) {
       seen[$2] = 1; printf "%s%s %.0f", sep, $2, $1 / 1e9 - since; sep = ", " }'
