@@ -23,6 +23,14 @@
 #                              $SLUICE_CACHE/ui-artifacts; kept, printed; scripts/lib/chromium.sh)
 #   SLUICE_SOAK=10m            run the enginelink soak (TestOutageLinkSoak) this long (default 45s)
 #                              (scripts/lib/vllm.sh)
+#   SLUICE_TEST_COMPOSE=1      run the compose phase (below) after named packages too
+#   SLUICE_TEST_COMPOSE=only   run only the compose phase: no vet, services or other tests
+#   SLUICE_TEST_NO_COMPOSE=1   skip the compose phase. Refused when CI is set.
+#
+# Compose phase (full runs; scripts/lib/compose.sh): starts dockerd (data root under
+# $SLUICE_CACHE/compose), builds or reuses the Compose v2 plugin and the stand-in images,
+# `docker compose up -d --wait`s docker-compose.yaml with deploy/compose/smoke.yaml, runs the
+# TestComposeUp* checks of tests/compose against it, then `down -v` and stops dockerd.
 #
 # Tests read the services through internal/testenv. Tests that stop and restart a
 # service (testenv.StopKafka, ...) must be named TestOutage*: they are skipped in
@@ -57,6 +65,8 @@ source "$ROOT/scripts/lib/openaienv.sh"
 source "$ROOT/scripts/lib/clients.sh"
 # shellcheck source=lib/chromium.sh
 source "$ROOT/scripts/lib/chromium.sh"
+# shellcheck source=lib/compose.sh
+source "$ROOT/scripts/lib/compose.sh"
 
 STEP="setup"
 DONE=()
@@ -76,6 +86,7 @@ cleanup() {
     wait "$VLLM_SETUP_PID" 2>/dev/null
   fi
   [[ -n "$VLLM_DIR" ]] && rm -rf "$VLLM_DIR"
+  compose_teardown
   if [[ -n "$STATE_ROOT" ]]; then
     kafka_teardown
     pg_teardown
@@ -99,6 +110,14 @@ trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
 command -v go >/dev/null || die "go is not on PATH"
+
+if [[ "${SLUICE_TEST_COMPOSE:-}" == only ]]; then
+  STEP="compose"
+  compose_phase "$ROOT"
+  DONE+=("compose")
+  STEP="done"
+  exit 0
+fi
 
 # --- arguments: go test flags and packages -----------------------------------------
 PKGS=()
@@ -279,6 +298,13 @@ if ((${#VLLM_PKGS[@]} > 0)); then
   log "vllm: ready $((SECONDS - t0))s after the main run; vLLM phase: go test -race -count=1 -p 1 -v -run '^TestVLLM' ${VLLM_PKGS[*]}"
   SLUICE_TEST_VLLM_PHASE=1 go test -race -count=1 -p 1 -v -timeout 20m -run '^TestVLLM' "${VLLM_PKGS[@]}"
   DONE+=("vllm-tests")
+fi
+
+# Compose phase: the real docker-compose.yaml up on a local dockerd, checked, torn down.
+STEP="compose"
+if compose_wanted "$FULL_RUN"; then
+  compose_phase "$ROOT"
+  DONE+=("compose")
 fi
 
 # --- generated code is up to date --------------------------------------------------

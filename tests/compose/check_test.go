@@ -516,6 +516,38 @@ func (c *checker) checkReferences() {
 		if inv.command == "ctl" {
 			c.checkToken(inv)
 		}
+		if inv.command == "gateway" {
+			c.checkGatewayToken(inv)
+		}
+	}
+}
+
+// checkGatewayToken: a gateway with `-tokenizer engine` and no -tokenizer-url finds the engine
+// to tokenize with through the decider's admin API (ListEngines), which takes an admin or viewer
+// token once the decider has any. Without one every /tokenize lookup fails and the gateway
+// silently routes by the byte estimate, without token ids: no prefix-cache routing at all.
+func (c *checker) checkGatewayToken(inv *invocation) {
+	if inv.value["tokenizer"] != "engine" || inv.value["tokenizer-url"] != "" {
+		return
+	}
+	for _, hp := range hostsOf(inv.value["decider-addr"]) {
+		d := c.invs[hp.host]
+		if d == nil || d.command != "decider" || d.value["admin-tokens-file"] != "" {
+			continue
+		}
+		var accepted []string
+		for _, f := range []string{"admin-token", "viewer-token"} {
+			for _, t := range strings.Split(d.value[f], ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					accepted = append(accepted, t)
+				}
+			}
+		}
+		if len(accepted) > 0 && !slices.Contains(accepted, strings.TrimSpace(inv.value["decider-token"])) {
+			c.addf(inv.service, "-tokenizer engine looks engines up on %q's admin API, but %s is none of its admin or viewer tokens: "+
+				"every tokenization would fall back to the estimate (no prefix routing); set SLUICE_DECIDER_TOKEN to a viewer token",
+				hp.host, inv.flagRef("decider-token"))
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -242,6 +243,9 @@ func TestChecksCatch(t *testing.T) {
 		{"gateway to unknown host", "gateway", func(s *types.ServiceConfig) {
 			s.Command[2] = "localhost:7070"
 		}, []string{`"gateway"`, "-decider-addr", "container itself"}},
+		{"gateway without a decider token", "gateway", func(s *types.ServiceConfig) {
+			delete(s.Environment, "SLUICE_DECIDER_TOKEN")
+		}, []string{`"gateway"`, "-tokenizer engine", "-decider-token (default)", "viewer"}},
 		{"ctl with the wrong token", "config-init", func(s *types.ServiceConfig) {
 			s.Environment["SLUICE_TOKEN"] = strptr("guess")
 		}, []string{`"config-init"`, "-token", "admin tokens"}},
@@ -299,4 +303,83 @@ func TestBadConfigFile(t *testing.T) {
 		}
 	}
 	t.Errorf("the invalid role was not reported; got:\n%s", strings.Join(problems, "\n"))
+}
+
+// TestSmokeOverride loads docker-compose.yaml with the compose phase's override
+// (deploy/compose/smoke.yaml) and the variables scripts/lib/compose.sh sets: the images come
+// from the variables, every published port is on loopback at the port the script picked, and
+// Kafka advertises that port.
+func TestSmokeOverride(t *testing.T) {
+	root := repoRoot(t)
+	env := []string{
+		"SLUICE_IMAGE=sluice:compose-smoke", "SLUICE_POSTGRES_IMAGE=sluice-standin/postgres:local",
+		"SLUICE_KAFKA_IMAGE=sluice-standin/kafka:local", "SLUICE_RUNTIME_IMAGE=sluice-standin/base:bookworm",
+	}
+	ports := map[string]string{}
+	for i, name := range []string{"GATEWAY", "DECIDER1_GRPC", "DECIDER1_HTTP", "DECIDER2_GRPC", "DECIDER2_HTTP",
+		"KAFKA", "SIM_PLAIN_1", "SIM_PLAIN_2"} {
+		ports[name] = fmt.Sprint(41000 + i)
+		env = append(env, "SLUICE_SMOKE_"+name+"_PORT="+ports[name])
+	}
+	opts, err := cli.NewProjectOptions(
+		[]string{filepath.Join(root, "docker-compose.yaml"), filepath.Join(root, "deploy", "compose", "smoke.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithInterpolation(true),
+		cli.WithNormalization(true), cli.WithResolvedPaths(true), cli.WithConsistency(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yaml + deploy/compose/smoke.yaml do not load: %v", err)
+	}
+	published := map[string]string{}
+	for _, name := range sortedKeys(p.Services) {
+		s := p.Services[name]
+		for _, pc := range s.Ports {
+			if pc.HostIP != "127.0.0.1" {
+				t.Errorf("service %q: port %d published on %q, want 127.0.0.1 in the smoke test", name, pc.Target, pc.HostIP)
+			}
+			published[fmt.Sprintf("%s:%d", name, pc.Target)] = pc.Published
+		}
+		switch {
+		case name == "postgres":
+			if s.Image != "sluice-standin/postgres:local" {
+				t.Errorf("postgres image %q, want SLUICE_POSTGRES_IMAGE", s.Image)
+			}
+		case strings.HasPrefix(name, "kafka"):
+			if s.Image != "sluice-standin/kafka:local" {
+				t.Errorf("%s image %q, want SLUICE_KAFKA_IMAGE", name, s.Image)
+			}
+		default:
+			if s.Image != "sluice:compose-smoke" {
+				t.Errorf("%s image %q, want SLUICE_IMAGE", name, s.Image)
+			}
+			if s.Build == nil || s.Build.Args["RUNTIME_IMAGE"] == nil || *s.Build.Args["RUNTIME_IMAGE"] != "sluice-standin/base:bookworm" {
+				t.Errorf("%s: build arg RUNTIME_IMAGE does not come from SLUICE_RUNTIME_IMAGE: %v", name, s.Build)
+			}
+		}
+	}
+	for key, want := range map[string]string{"gateway:8080": "GATEWAY", "decider-1:7070": "DECIDER1_GRPC", "decider-1:7080": "DECIDER1_HTTP",
+		"decider-2:7070": "DECIDER2_GRPC", "decider-2:7080": "DECIDER2_HTTP", "kafka:29092": "KAFKA",
+		"sim-plain-1:8000": "SIM_PLAIN_1", "sim-plain-2:8000": "SIM_PLAIN_2"} {
+		if published[key] != ports[want] {
+			t.Errorf("%s published on %q, want SLUICE_SMOKE_%s_PORT (%s); all: %v", key, published[key], want, ports[want], published)
+		}
+	}
+	if len(published) != 8 {
+		t.Errorf("published ports %v: want exactly the eight the override names (its !override replaces the defaults)", published)
+	}
+	// The merged stack passes every static check the plain file does (health checks kept their
+	// commands, the gateway's extra variable is a real flag's).
+	for _, problem := range checkProject(p, root, sluiceBinary(t), readDockerfile(t)) {
+		t.Errorf("with deploy/compose/smoke.yaml: %s", problem)
+	}
+	for _, name := range sortedKeys(p.Services) {
+		if hc := p.Services[name].HealthCheck; hc != nil && (hc.Interval == nil || time.Duration(*hc.Interval) > 3*time.Second) {
+			t.Errorf("service %q: smoke health check interval %v, want <= 3s so up --wait returns soon after the stack is ready", name, hc.Interval)
+		}
+	}
+	if adv := p.Services["kafka"].Environment["KAFKA_ADVERTISED_LISTENERS"]; adv == nil || !strings.Contains(*adv, "127.0.0.1:"+ports["KAFKA"]) {
+		t.Errorf("kafka advertises %v, want the published port %s", adv, ports["KAFKA"])
+	}
 }

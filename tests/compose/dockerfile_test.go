@@ -32,6 +32,9 @@ func parseDockerfile(data string) []*dockerStage {
 		pending string
 	)
 	byName := map[string]*dockerStage{}
+	// ARGs before the first FROM, with their defaults: what FROM ${X} resolves to in a build
+	// without --build-arg.
+	globalArgs := map[string]string{}
 	for _, raw := range strings.Split(data, "\n") {
 		line := strings.TrimSpace(raw)
 		if pending == "" && (line == "" || strings.HasPrefix(line, "#")) {
@@ -48,8 +51,13 @@ func parseDockerfile(data string) []*dockerStage {
 		}
 		args := strings.TrimSpace(m[2])
 		switch strings.ToUpper(m[1]) {
+		case "ARG":
+			if cur == nil {
+				name, def, _ := strings.Cut(args, "=")
+				globalArgs[strings.TrimSpace(name)] = strings.Trim(strings.TrimSpace(def), `"`)
+			}
 		case "FROM":
-			f := strings.Fields(args)
+			f := strings.Fields(os.Expand(args, func(k string) string { return globalArgs[k] }))
 			var st dockerStage
 			for len(f) > 0 && strings.HasPrefix(f[0], "--") {
 				f = f[1:]
@@ -147,5 +155,32 @@ func TestDockerfile(t *testing.T) {
 		case "", "0", "root":
 			t.Errorf("Dockerfile stage %q: runs as root (USER %q); use a non-root uid such as 65532", s.name, s.user)
 		}
+	}
+}
+
+// TestDockerfileBaseArgs: the base images are build arguments whose defaults are the upstream
+// images, and every runtime stage resolves to the base it documents.
+func TestDockerfileBaseArgs(t *testing.T) {
+	want := map[string]string{"build": "golang:1.26", "distroless": "gcr.io/distroless/static-debian12:nonroot",
+		"prebuilt": "alpine:3.22", "runtime": "alpine:3.22"}
+	stages := readDockerfile(t)
+	for _, s := range stages {
+		if w, ok := want[s.name]; ok && s.base != w {
+			t.Errorf("Dockerfile stage %q: FROM resolves to %q with the default build arguments, want %q", s.name, s.base, w)
+		}
+		delete(want, s.name)
+	}
+	for name := range want {
+		t.Errorf("Dockerfile: no stage %q", name)
+	}
+	if st := stageFor(stages, "distroless"); st == nil || st.hasShell() {
+		t.Error("Dockerfile: the distroless stage should be recognised as having no shell")
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regexp.MustCompile(`(?im)^#\s*syntax\s*=`).Match(data) {
+		t.Error("Dockerfile: a `# syntax=` line makes BuildKit fetch a frontend image, which fails without a registry")
 	}
 }
