@@ -159,3 +159,34 @@ func BenchmarkMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryRange reports the fewest and most estimated bytes per
+// (block, holder) pair (Stats.Bytes, which tracks the live heap within a
+// byte at 1M pairs) as the index grows from 128k to 4M blocks, one holder
+// per block over 64 engines: table growth and arena slack make the figure
+// vary with size, and a goal must hold at every size, not at one.
+func BenchmarkMemoryRange(b *testing.B) {
+	for b.Loop() {
+		ix, _ := New(Config{})
+		const nblk = 512
+		toks := seqTokens(1, nblk)
+		hashes := make([]uint64, nblk)
+		lo, hi := 1e9, 0.0
+		for s := range 8192 {
+			toks[0] = uint32(s) // a chain of its own
+			for i := range hashes {
+				hashes[i] = uint64(s)<<20 | uint64(i)
+			}
+			if err := ix.Store(Holder{Engine: slots.Slot(s % 64)}, nsA, &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: toks, BlockSize: benchBS}); err != nil {
+				b.Fatal(err)
+			}
+			if s >= 255 && s%16 == 15 {
+				st := ix.Stats()
+				v := float64(st.Bytes) / float64(st.Pairs)
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+		b.ReportMetric(lo, "min-bytes/pair")
+		b.ReportMetric(hi, "max-bytes/pair")
+	}
+}
