@@ -407,13 +407,13 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 			idx = ix.allocNode(hash, prev)
 		} else {
 			ix.touch(idx)
-		}
-		eh, r := ev.BlockHashes[i], idx+1
-		if !hs.aliased && ix.entryOf(idx, hi) != nil {
-			if old, ok := hs.refs.get(eh); !ok || old != r {
-				hs.aliased = true // a second engine hash for a block hi holds
+			if !hs.aliased && ix.entryOf(idx, hi) != nil {
+				if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
+					hs.aliased = true // a second engine hash for a block hi holds
+				}
 			}
 		}
+		eh, r := ev.BlockHashes[i], idx+1
 		ix.addTier(idx, hi, tier)
 		if g != 0 || hs.groups.n > 0 {
 			var m uint64

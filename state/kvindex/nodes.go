@@ -111,20 +111,17 @@ func (ix *Index) usage(idx uint32) uint64 {
 	return atomic.LoadUint64(&ix.usageBits[idx>>5]) >> (idx & 31 * 2) & 3
 }
 
-// setUsage stores u; callers hold the write lock, lookups may set the high
-// bit concurrently, hence the compare-and-swap.
+// setUsage stores u. Callers hold the write lock, which excludes the
+// lookups that set bits atomically under the read lock, so a plain
+// read-modify-write is safe.
 func (ix *Index) setUsage(idx uint32, u uint64) {
 	w := &ix.usageBits[idx>>5]
 	sh := idx & 31 * 2
-	for {
-		old := atomic.LoadUint64(w)
-		if atomic.CompareAndSwapUint64(w, old, old&^(3<<sh)|u<<sh) {
-			return
-		}
-	}
+	*w = *w&^(3<<sh) | u<<sh
 }
 
-// touch marks idx as used (usage 2 or 3). Safe under the read lock.
+// touch marks idx as used (usage 2 or 3). Safe under the read lock, where
+// other lookups touch concurrently; Store calls it under the write lock.
 func (ix *Index) touch(idx uint32) {
 	w := &ix.usageBits[idx>>5]
 	bit := uint64(2) << (idx & 31 * 2)
