@@ -35,8 +35,17 @@ func (ix *Index) CloneInto(dst *Index) *Index {
 	}
 	// c is unreachable by others (the contract), so its lock is not taken.
 	c.cfg = ix.cfg
-	c.free, c.live, c.head, c.tail = ix.free, ix.live, ix.head, ix.tail
-	c.table = nodeTable{slots: append(c.table.slots[:0], ix.table.slots...), mask: ix.table.mask, n: ix.table.n}
+	c.live, c.hand, c.nstale = ix.live, ix.hand, ix.nstale
+	c.nodes = append(c.nodes[:0], ix.nodes...)
+	c.free = append(c.free[:0], ix.free...)
+	c.limbo = append(c.limbo[:0], ix.limbo...)
+	c.leafBits = append(c.leafBits[:0], ix.leafBits...)
+	// Lookup sets usage bits atomically under the read lock.
+	c.usageBits = slices.Grow(c.usageBits[:0], len(ix.usageBits))[:len(ix.usageBits)]
+	for i := range ix.usageBits {
+		c.usageBits[i] = atomic.LoadUint64(&ix.usageBits[i])
+	}
+	c.table = nodeTable{slots: append(c.table.slots[:0], ix.table.slots...), n: ix.table.n, idxMask: ix.table.idxMask}
 	c.freeSpil = append(c.freeSpil[:0], ix.freeSpil...)
 	c.freeHolders = append(c.freeHolders[:0], ix.freeHolders...)
 	if c.holderIdx == nil {
@@ -56,24 +65,12 @@ func (ix *Index) CloneInto(dst *Index) *Index {
 	c.lookups.Store(ix.lookups.Load())
 	c.lookupHits.Store(ix.lookupHits.Load())
 
-	// Nodes: field by field, because Lookup sets ref atomically under the
-	// read lock. Storing each field (rather than a node literal) keeps the
-	// loop within 1.5× of a plain copy.
-	c.nodes = slices.Grow(c.nodes[:0], len(ix.nodes))[:len(ix.nodes)]
-	dn := c.nodes[:len(ix.nodes)]
-	for i := range ix.nodes {
-		n, d := &ix.nodes[i], &dn[i]
-		d.hash, d.hset = n.hash, n.hset
-		d.parent, d.nchild, d.prev, d.next = n.parent, n.nchild, n.prev, n.next
-		d.gen, d.ref, d.h0, d.spill = n.gen, atomic.LoadUint32(&n.ref), n.h0, n.spill
-	}
-
 	// Spills: one backing array for all of them (the old copy's backing is
 	// reused); each slice is capped at its length, so a later append on the
 	// copy reallocates instead of running into its neighbour.
 	total := 0
-	for _, sp := range ix.spills {
-		total += len(sp)
+	for i := range ix.spills {
+		total += len(ix.spills[i].e)
 	}
 	back := c.cloneSpills[:0]
 	if cap(back) < total {
@@ -81,10 +78,11 @@ func (ix *Index) CloneInto(dst *Index) *Index {
 	}
 	c.cloneSpills = back[:total]
 	c.spills = slices.Grow(c.spills[:0], len(ix.spills))[:len(ix.spills)]
-	for i, sp := range ix.spills {
+	for i := range ix.spills {
+		sp := &ix.spills[i]
 		start := len(back)
-		back = append(back, sp...)
-		c.spills[i] = back[start:len(back):len(back)]
+		back = append(back, sp.e...)
+		c.spills[i] = spill{hset: sp.hset, e: back[start:len(back):len(back)]}
 	}
 
 	old := c.holders
@@ -110,4 +108,12 @@ func (m refMap) cloneInto(dst refMap) refMap {
 		return refMap{}
 	}
 	return refMap{slots: append(dst.slots[:0], m.slots...), n: m.n}
+}
+
+// cloneInto returns a copy of m in dst's memory when it fits.
+func (m groupMap) cloneInto(dst groupMap) groupMap {
+	if len(m.slots) == 0 {
+		return groupMap{}
+	}
+	return groupMap{slots: append(dst.slots[:0], m.slots...), n: m.n}
 }

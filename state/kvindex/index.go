@@ -11,12 +11,16 @@
 // each hash (a block stays while any indexed group holds it). The rules for
 // groups, namespaces, tiers and EAGLE are in docs/kv-events.md.
 //
-// Layout, chosen for small memory per (block, engine) pair (87 bytes with one
-// holder per block, 34 with sixteen; see BENCHMARKS.md) and lookups that chase
-// few pointers: nodes live in one slice indexed by uint32; an
-// open-addressing table maps block hash → node; a node carries its first
-// holder inline and spills further holders to a side slice; a per-holder
-// open-addressing map holds engine hash → node reference.
+// Layout, chosen for small memory per (block, engine) pair (see
+// BENCHMARKS.md: about 40 bytes with one holder per block) and lookups that
+// chase few pointers: nodes are 20-byte records in one slice indexed by
+// uint32, without pointers; an open-addressing table of 4-byte slots maps
+// block hash → node; a node carries its one holder inline and moves its
+// holders to a side slice when it has several; a per-holder open-addressing
+// map of 12-byte slots holds engine hash → node. Eviction is a clock over
+// 2-bit usage counts and a leaf bitmap instead of an LRU list (nodes.go).
+// References carry no generation: a freed slot that a stale reference may
+// still name waits in limbo until the references are swept.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Store,
 // Remove, Clear, RemoveEngine) serialise on a lock and each holds it for one
@@ -29,6 +33,7 @@ package kvindex
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -54,7 +59,7 @@ type Holder struct {
 type Config struct {
 	// MaxNodes caps the number of blocks indexed (across all holders); the
 	// least recently used leaf blocks are evicted beyond it. 0 means 4M
-	// (about 200 MB at full use).
+	// (about 180 MB at full use with one holder per block).
 	MaxNodes int
 }
 
@@ -133,16 +138,20 @@ const maxGroups = 64
 func groupBit(g int32) uint64 { return 1 << uint(g) }
 
 // holderEntry packs a holder index (low 16 bits), its tier bits (next 8)
-// and, in the top 8, how many children of the node the same holder holds
-// (saturating at maxKids); tiers 0 means no entry.
+// and, in bits 24–30, how many children of the node the same holder holds
+// (saturating at maxKids); tiers 0 means no entry. Bit 31 is never set in
+// an entry: node.h0 uses it to point at a spill instead.
 type holderEntry uint32
 
-const maxKids = 255
+const (
+	maxKids     = 127
+	spilledFlag = holderEntry(1) << 31
+)
 
 func mkEntry(h uint16, tiers uint8) holderEntry { return holderEntry(uint32(h) | uint32(tiers)<<16) }
 func (e holderEntry) holder() uint16            { return uint16(e) }
 func (e holderEntry) tiers() uint8              { return uint8(e >> 16) }
-func (e holderEntry) kids() uint8               { return uint8(e >> 24) }
+func (e holderEntry) kids() uint8               { return uint8(e>>24) & maxKids }
 
 // withTiers replaces e's tiers, keeping its holder and child count.
 func (e holderEntry) withTiers(t uint8) holderEntry {
@@ -151,20 +160,6 @@ func (e holderEntry) withTiers(t uint8) holderEntry {
 
 // withKids replaces e's child count.
 func (e holderEntry) withKids(k uint8) holderEntry { return e&0xffffff | holderEntry(k)<<24 }
-
-// node is one indexed block. 48 bytes.
-type node struct {
-	hash   uint64 // chained sluice hash; the table key
-	hset   uint64 // XOR of holderBit over holders: equal sets ⇒ equal fingerprints
-	parent uint32 // index+1; 0 = first block of its tree
-	nchild uint32
-	prev   uint32 // LRU links among leaves (index+1); next also chains the free list
-	next   uint32
-	gen    uint32 // bumped when the node is freed, invalidating references
-	ref    uint32 // set (atomically) by Lookup: second chance before eviction
-	h0     holderEntry
-	spill  uint32 // index+1 into Index.spills for holders beyond h0; 0 = none
-}
 
 type holderState struct {
 	id        Holder
@@ -184,7 +179,7 @@ type holderState struct {
 	// g) that hold it, for hashes in refs held by anything but group 0
 	// alone: a hash in refs and not here is held by group 0 only. A
 	// single-group engine therefore never adds an entry (docs/kv-events.md).
-	groups refMap
+	groups groupMap
 	// excluded holds the groups that do not describe a prefix; their events
 	// are not indexed. seen holds the groups that stored indexed blocks. Both
 	// survive Clear (they are the engine's configuration).
@@ -193,6 +188,11 @@ type holderState struct {
 	// lookahead is set once the holder's hashes cover tokens beyond their
 	// blocks (EAGLE): Lookup then does not count a match's last block.
 	lookahead bool
+	// aliased is set once the holder named a block it held by a second
+	// engine hash; stale is set while refs may name nodes the holder no
+	// longer holds (see Index.limbo).
+	aliased bool
+	stale   bool
 }
 
 // groupsOf returns the groups holding engine hash eh, which hs's refs hold.
@@ -225,14 +225,22 @@ type Index struct {
 
 	mu sync.RWMutex // write lock for events, read lock for Lookup
 
-	nodes    []node
-	free     uint32 // free list head (index+1)
-	live     int
-	head     uint32 // most recently used leaf (index+1)
-	tail     uint32 // least recently used leaf (index+1)
-	table    nodeTable
-	spills   [][]holderEntry
-	freeSpil []uint32
+	nodes []node
+	// free holds reusable node slots; limbo holds slots freed while some
+	// holder was marked stale, which wait for a sweep of those holders'
+	// references (so that no reference names a reused slot).
+	free   []uint32
+	limbo  []uint32
+	nstale int // holders marked stale
+	live   int
+	table  nodeTable
+	// usageBits holds a 2-bit usage count per node (32 per word), leafBits
+	// one bit per node set for live leaves, hand the clock's next node.
+	usageBits []uint64
+	leafBits  []uint64
+	hand      uint32
+	spills    []spill
+	freeSpil  []uint32
 
 	holders     []holderState
 	holderIdx   map[Holder]uint16
@@ -250,9 +258,14 @@ type Index struct {
 	lookupHits atomic.Uint64
 
 	// cloneSpills is the one array that a clone's spills share (CloneInto
-	// reuses it); nil in an index that is not a clone. Last, so that the
-	// fields the hot paths use keep their offsets.
+	// reuses it); nil in an index that is not a clone.
 	cloneSpills []holderEntry
+}
+
+// idxBits is how many bits of a table slot the node index+1 needs: the
+// arena holds at most MaxNodes live nodes plus limboSweepAt slots in limbo.
+func idxBits(maxNodes int) uint {
+	return uint(bits.Len64(uint64(maxNodes) + uint64(maxNodes)/8 + 1024 + 1))
 }
 
 // New returns an empty index.
@@ -265,7 +278,7 @@ func New(cfg Config) (*Index, error) {
 		holderIdx: map[Holder]uint16{},
 		trees:     map[Namespace][]tree{},
 	}
-	ix.table.init(0)
+	ix.table.init(0, idxBits(ix.cfg.MaxNodes))
 	return ix, nil
 }
 
@@ -368,13 +381,14 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 		if !ok {
 			return ErrUnknownParent
 		}
-		idx, ok := ix.deref(r)
+		idx, ok := ix.deref(r, hi)
 		if !ok {
 			hs.refs.del(ev.ParentHash)
+			hs.groups.del(ev.ParentHash)
 			ix.staleRefs++
 			return ErrUnknownParent
 		}
-		prev, prevHash = idx+1, ix.nodes[idx].hash
+		prev, prevHash = idx+1, ix.nodes[idx].hash()
 	}
 	for i := range nb {
 		c := contentHash(ev.TokenIDs[i*bs : (i+1)*bs])
@@ -387,16 +401,20 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 			if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
 				return nil // the cap is hard: a chain longer than it is cut
 			}
-			if prev != 0 && ix.nodes[prev-1].hash != prevHash {
+			if prev != 0 && ix.nodes[prev-1].hash() != prevHash {
 				return nil // unreachable: prev is pinned
 			}
 			idx = ix.allocNode(hash, prev)
-		} else if ix.nodes[idx].nchild == 0 {
-			ix.unlink(idx)
-			ix.linkMRU(idx)
+		} else {
+			ix.touch(idx)
+			if !hs.aliased && ix.entryOf(idx, hi) != nil {
+				if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
+					hs.aliased = true // a second engine hash for a block hi holds
+				}
+			}
 		}
+		eh, r := ev.BlockHashes[i], idx+1
 		ix.addTier(idx, hi, tier)
-		eh, r := ev.BlockHashes[i], ix.ref(idx)
 		if g != 0 || hs.groups.n > 0 {
 			var m uint64
 			if old, ok := hs.refs.get(eh); ok && old == r {
@@ -420,7 +438,7 @@ func (ix *Index) excludeGroup(hi uint16, g int32) {
 	}
 	hs.excluded |= bit
 	var drop []uint64
-	hs.refs.each(func(eh, _ uint64) {
+	hs.refs.each(func(eh uint64, _ uint32) {
 		if hs.groupsOf(eh)&bit != 0 {
 			drop = append(drop, eh)
 		}
@@ -433,7 +451,10 @@ func (ix *Index) excludeGroup(hi uint16, g int32) {
 		r, _ := hs.refs.get(eh)
 		hs.refs.del(eh)
 		hs.groups.del(eh)
-		if idx, ok := ix.deref(r); ok && ix.clearTiers(idx, hi, allTiers) == 0 {
+		if idx, ok := ix.deref(r, hi); ok && ix.clearTiers(idx, hi, allTiers) == 0 {
+			if hs.aliased {
+				ix.markStale(hi) // another engine hash may name idx
+			}
 			ix.pruneIfEmpty(idx)
 		}
 	}
@@ -470,7 +491,7 @@ func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 		if !ok {
 			continue
 		}
-		idx, ok := ix.deref(r)
+		idx, ok := ix.deref(r, hi)
 		if !ok {
 			hs.refs.del(eh)
 			hs.groups.del(eh)
@@ -492,6 +513,9 @@ func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 		}
 		hs.refs.del(eh)
 		hs.groups.del(eh)
+		if hs.aliased {
+			ix.markStale(hi) // another engine hash may name idx
+		}
 		ix.pruneIfEmpty(idx)
 	}
 }
@@ -514,18 +538,25 @@ func (ix *Index) Clear(h Holder) {
 
 func (ix *Index) clearHolder(hi uint16) {
 	hs := &ix.holders[hi]
-	hs.refs.each(func(_, r uint64) {
-		idx, ok := ix.deref(r)
-		if !ok {
-			return
+	var es []uint32
+	hs.refs.each(func(_ uint64, r uint32) {
+		if idx, ok := ix.deref(r, hi); ok {
+			es = append(es, idx)
 		}
-		ix.clearTiers(idx, hi, allTiers)
-		ix.pruneIfEmpty(idx)
 	})
+	for _, idx := range es {
+		// Several engine hashes may name one node, and pruning frees
+		// ancestors: clear only what the holder still holds.
+		if ix.entryOf(idx, hi) != nil && ix.clearTiers(idx, hi, allTiers) == 0 {
+			ix.pruneIfEmpty(idx)
+		}
+	}
 	hs.refs = refMap{}
-	hs.groups = refMap{}
+	hs.groups = groupMap{}
 	hs.blockSize = 0
 	hs.lookahead = false
+	hs.aliased = false
+	ix.unmarkStale(hi)
 }
 
 // RemoveEngine drops every rank of engine e, as engine removal requires,

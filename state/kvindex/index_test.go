@@ -3,6 +3,7 @@ package kvindex
 import (
 	"bytes"
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -330,71 +331,88 @@ func checkInvariants(t *testing.T, ix *Index) {
 	t.Helper()
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	isFree := map[uint32]bool{}
-	for f := ix.free; f != 0; f = ix.nodes[f-1].next {
-		isFree[f-1] = true
+	listed := map[uint32]bool{}
+	for _, l := range [][]uint32{ix.free, ix.limbo} {
+		for _, f := range l {
+			if listed[f] || !ix.nodes[f].isFree() {
+				t.Errorf("free slot %d listed twice or not free", f)
+			}
+			listed[f] = true
+		}
+	}
+	if len(ix.limbo) > 0 && ix.nstale == 0 && len(ix.free) > 0 {
+		t.Errorf("%d slots in limbo with no holder marked stale", len(ix.limbo))
 	}
 	children := map[uint32]uint32{}
 	live, pairs := 0, 0
 	for i := range ix.nodes {
-		if isFree[uint32(i)] {
+		n := &ix.nodes[i]
+		if n.isFree() {
+			if !listed[uint32(i)] {
+				t.Errorf("free node %d is in neither the free list nor limbo", i)
+			}
+			if ix.leafBits[i>>6]&(1<<(i&63)) != 0 {
+				t.Errorf("free node %d is marked a leaf", i)
+			}
 			continue
 		}
 		live++
-		n := &ix.nodes[i]
 		if n.parent != 0 {
 			children[n.parent-1]++
 		}
-		if idx, ok := ix.table.get(ix.nodes, n.hash); !ok || idx != uint32(i) {
+		if idx, ok := ix.table.get(ix.nodes, n.hash()); !ok || idx != uint32(i) {
 			t.Errorf("node %d not found under its hash", i)
 		}
 		var fp uint64
-		if n.h0 != 0 {
+		var one [1]holderEntry
+		es := ix.entries(n, &one)
+		for _, e := range es {
 			pairs++
-			fp ^= holderBit(n.h0.holder())
+			fp ^= holderBit(e.holder())
 		}
-		if n.spill != 0 {
-			for _, e := range ix.spills[n.spill-1] {
-				pairs++
-				fp ^= holderBit(e.holder())
-			}
+		if n.spilled() && len(es) < 2 {
+			t.Errorf("node %d spills %d holders", i, len(es))
 		}
-		if fp != n.hset {
+		if fp != ix.hset(n) {
 			t.Errorf("node %d holder fingerprint stale", i)
 		}
 	}
-	leaves := 0
-	for l := ix.head; l != 0; l = ix.nodes[l-1].next {
-		leaves++
-		if children[l-1] != 0 || isFree[l-1] {
-			t.Errorf("LRU list holds node %d with %d children (free %v)", l-1, children[l-1], isFree[l-1])
-		}
-	}
 	for i := range ix.nodes {
-		if isFree[uint32(i)] {
+		n := &ix.nodes[i]
+		if n.isFree() {
 			continue
 		}
-		n := &ix.nodes[i]
 		if n.nchild != children[uint32(i)] {
 			t.Errorf("node %d nchild %d, counted %d", i, n.nchild, children[uint32(i)])
 		}
-		if n.nchild == 0 {
-			leaves--
+		if leaf := ix.leafBits[i>>6]&(1<<(i&63)) != 0; leaf != (n.nchild == 0) {
+			t.Errorf("node %d leaf bit %v with %d children", i, leaf, n.nchild)
 		}
 		if n.nchild == 0 && n.h0 == 0 {
 			t.Errorf("node %d has neither holders nor children but was not pruned", i)
 		}
 	}
-	if leaves != 0 {
-		t.Errorf("LRU list and leaf count differ by %d", leaves)
-	}
+	nstale := 0
 	for i := range ix.holders {
 		hs := &ix.holders[i]
+		if hs.stale {
+			nstale++
+		}
 		hs.groups.each(func(k, m uint64) {
 			if _, ok := hs.refs.get(k); !ok || m == 1 || m == 0 {
 				t.Errorf("holder %d: group set %b for engine hash %x (in refs: %v)", i, m, k, ok)
 			}
 		})
+		// A holder not marked stale names only blocks it holds, so no slot
+		// a reference names is ever reused under it.
+		hs.refs.each(func(k uint64, r uint32) {
+			if _, ok := ix.deref(r, uint16(i)); !ok && !hs.stale {
+				t.Errorf("holder %d (not stale): engine hash %x names node %d, which it does not hold", i, k, r-1)
+			}
+		})
+	}
+	if nstale != ix.nstale {
+		t.Errorf("%d holders marked stale, counter %d", nstale, ix.nstale)
 	}
 	if live != ix.live || ix.table.n != live || pairs != ix.pairs {
 		t.Errorf("live %d (counter %d, table %d), pairs %d (counter %d)", live, ix.live, ix.table.n, pairs, ix.pairs)
@@ -606,31 +624,52 @@ func TestGroupMemory(t *testing.T) {
 	checkInvariants(t, ix)
 }
 
-// TestSnapshotVersion1StillRead: a snapshot from before KV-cache groups
-// restores (its holders hold everything in group 0); an unknown version is
-// corrupt.
-func TestSnapshotVersion1StillRead(t *testing.T) {
+// TestOldSnapshotsStillRead: snapshots written by the index before format
+// 3 (testdata/snapshot-v1.bin, before KV-cache groups, and
+// testdata/snapshot-v2.bin, LRU list and generations; both of buildCompat's
+// scenario) restore to the contents the old index had (its digests and
+// lookups, recorded when the files were written), and version 2 to exactly
+// what the same events build now; an unknown version is corrupt.
+func TestOldSnapshotsStillRead(t *testing.T) {
 	names := slots.NewTable()
 	ix, _ := New(Config{})
-	hd := h(names.Intern("engine-a"), 0)
-	if err := ix.Store(hd, nsA, stored([]uint64{1, 2, 3}, 0, false, toks(4, 3), kvevents.MediumCPU)); err != nil {
+	if err := buildCompat(ix, names); err != nil {
 		t.Fatal(err)
 	}
-	var v1 bytes.Buffer
-	if err := ix.writeSnapshot(&v1, names, snapshotVersionNoGroups); err != nil {
-		t.Fatal(err)
+	q := append(toks(0, 1), toks(7, 2)...)
+	for _, tc := range []struct {
+		file   string
+		digest uint64
+		want   []Match
+	}{
+		// Version 1 has no groups: blocks group 1 alone held are held.
+		{"testdata/snapshot-v1.bin", 0x80eb6253767952ca, []Match{{Engine: 0, Blocks: 3, Tokens: 12, BlockSize: bs}, {Engine: 1, Blocks: 3, Tokens: 12, BlockSize: bs}, {Engine: 2, Blocks: 1, Tokens: 4, BlockSize: bs}}},
+		{"testdata/snapshot-v2.bin", 0x4acd5038073e9fa6, []Match{{Engine: 0, Blocks: 2, Tokens: 8, BlockSize: bs}, {Engine: 1, Blocks: 2, Tokens: 8, BlockSize: bs}, {Engine: 2, Blocks: 1, Tokens: 4, BlockSize: bs}}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored, err := ReadSnapshot(bytes.NewReader(b), Config{}, names)
+			if err != nil {
+				t.Fatalf("ReadSnapshot(%s) error: %v", tc.file, err)
+			}
+			if got := restored.Digest(); got != tc.digest {
+				t.Errorf("restored Digest() %x, want %x", got, tc.digest)
+			}
+			if diff := cmp.Diff(tc.want, lookup(restored, nsA, q)); diff != "" {
+				t.Errorf("Lookup after restore mismatch (-want +got):\n%s", diff)
+			}
+			checkInvariants(t, restored)
+			checkHoles(t, restored)
+			b[len(snapshotMagic)] = 9
+			if _, err := ReadSnapshot(bytes.NewReader(b), Config{}, names); !errors.Is(err, ErrCorruptSnapshot) {
+				t.Errorf("ReadSnapshot(version 9) = %v, want ErrCorruptSnapshot", err)
+			}
+		})
 	}
-	restored, err := ReadSnapshot(bytes.NewReader(v1.Bytes()), Config{}, names)
-	if err != nil {
-		t.Fatalf("ReadSnapshot(version 1) error: %v", err)
-	}
-	if restored.Digest() != ix.Digest() {
-		t.Errorf("version 1 restore Digest() %x, want %x", restored.Digest(), ix.Digest())
-	}
-	checkInvariants(t, restored)
-	b := slices.Clone(v1.Bytes())
-	b[len(snapshotMagic)] = 9
-	if _, err := ReadSnapshot(bytes.NewReader(b), Config{}, names); !errors.Is(err, ErrCorruptSnapshot) {
-		t.Errorf("ReadSnapshot(version 9) = %v, want ErrCorruptSnapshot", err)
+	if got := ix.Digest(); got != 0x4acd5038073e9fa6 {
+		t.Errorf("buildCompat Digest() %x, want the version 2 snapshot's 4acd5038073e9fa6", got)
 	}
 }

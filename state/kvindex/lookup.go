@@ -83,13 +83,13 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 			p = chain(p, contentHash(tokens[i*bs:(i+1)*bs]))
 			hs[i-c0] = p
 		}
-		slotsArr, tmask := ix.table.slots, ix.table.mask
+		slotsArr, tlen := ix.table.slots, uint64(len(ix.table.slots))
 		for i := c0; i < c1; i++ {
-			sink += slotsArr[hs[i-c0]&tmask]
+			sink += uint64(slotsArr[reduce(hs[i-c0], tlen)])
 		}
 		for i := c0; i < c1; i++ {
-			if e := slotsArr[hs[i-c0]&tmask]; e != 0 {
-				sink += ix.nodes[uint32(e)-1].hset
+			if c := ix.table.candidate(hs[i-c0]); c != 0 {
+				sink += uint64(ix.nodes[c-1].h0)
 			}
 		}
 		stop := false
@@ -101,26 +101,15 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 				break
 			}
 			n := &ix.nodes[idx]
+			var one [1]holderEntry
 			if i == 0 {
-				if n.h0 != 0 {
-					alive = append(alive, n.h0.holder())
+				for _, e := range ix.entries(n, &one) {
+					alive = append(alive, e.holder())
 				}
-				if n.spill != 0 {
-					for _, e := range ix.spills[n.spill-1] {
-						alive = append(alive, e.holder())
-					}
-				}
-			} else if n.hset != fp {
+			} else if ix.hset(n) != fp {
 				// The holder set changed from the previous block's: drop the
 				// alive holders that do not hold this block.
-				if n.h0 != 0 {
-					hh := n.h0.holder()
-					mask[hh>>6] |= 1 << (hh & 63)
-				}
-				var s []holderEntry
-				if n.spill != 0 {
-					s = ix.spills[n.spill-1]
-				}
+				s := ix.entries(n, &one)
 				for _, e := range s {
 					hh := e.holder()
 					mask[hh>>6] |= 1 << (hh & 63)
@@ -135,9 +124,6 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 					}
 				}
 				alive = alive[:k]
-				if n.h0 != 0 {
-					mask[n.h0.holder()>>6] = 0
-				}
 				for _, e := range s {
 					mask[e.holder()>>6] = 0
 				}
@@ -146,7 +132,7 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 				stop = true
 				break
 			}
-			fp = n.hset
+			fp = ix.hset(n)
 			prev, deepest, depth = h, idx+1, i+1
 		}
 		if stop {
@@ -158,9 +144,7 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 		out = ix.record(out, start, a, depth, bs)
 	}
 	if deepest != 0 {
-		if r := &ix.nodes[deepest-1].ref; atomic.LoadUint32(r) == 0 {
-			atomic.StoreUint32(r, 1)
-		}
+		ix.touch(deepest - 1)
 	}
 	return out
 }
@@ -237,14 +221,14 @@ type walker struct {
 // overlap.
 func (w *walker) probe(ps []int) {
 	ix := w.ix
-	slots, tmask := ix.table.slots, ix.table.mask
+	slots, tlen := ix.table.slots, uint64(len(ix.table.slots))
 	var sink uint64
 	for _, p := range ps {
-		sink += slots[w.hs[p]&tmask]
+		sink += uint64(slots[reduce(w.hs[p], tlen)])
 	}
 	for _, p := range ps {
-		if e := slots[w.hs[p]&tmask]; e != 0 {
-			sink += ix.nodes[uint32(e)-1].hset
+		if c := ix.table.candidate(w.hs[p]); c != 0 {
+			sink += uint64(ix.nodes[c-1].h0)
 		}
 	}
 	for _, p := range ps {
@@ -296,19 +280,14 @@ func (w *walker) run(ix *Index, t tree, tokens []uint32, out []Match, start int)
 			if w.nodes[0] == absent {
 				return w.out, true
 			}
-			n := &ix.nodes[w.nodes[0]-1]
-			if n.h0 != 0 {
-				w.alive[0], w.nalive = n.h0.holder(), 1
+			var one [1]holderEntry
+			s := ix.entries(&ix.nodes[w.nodes[0]-1], &one)
+			if len(s) > walkMaxAlive {
+				return out, false
 			}
-			if n.spill != 0 {
-				s := ix.spills[n.spill-1]
-				if w.nalive+len(s) > walkMaxAlive {
-					return out, false
-				}
-				for _, e := range s {
-					w.alive[w.nalive] = e.holder()
-					w.nalive++
-				}
+			for _, e := range s {
+				w.alive[w.nalive] = e.holder()
+				w.nalive++
 			}
 			for _, a := range w.alive[:w.nalive] {
 				if ix.holders[a].holes != 0 {
@@ -329,9 +308,7 @@ func (w *walker) run(ix *Index, t tree, tokens []uint32, out []Match, start int)
 		w.out = ix.record(w.out, start, a, nb, bs)
 	}
 	if d := w.deepest; d != 0 {
-		if r := &ix.nodes[d-1].ref; atomic.LoadUint32(r) == 0 {
-			atomic.StoreUint32(r, 1)
-		}
+		ix.touch(d - 1)
 	}
 	return w.out, true
 }
@@ -342,7 +319,7 @@ func (w *walker) span(a, b int) {
 		return
 	}
 	nb := w.nodes[b]
-	if nb != absent && w.ix.nodes[nb-1].hset == w.ix.nodes[w.nodes[a]-1].hset {
+	if nb != absent && w.ix.sameHolders(&w.ix.nodes[nb-1], &w.ix.nodes[w.nodes[a]-1]) {
 		w.deepest = nb // no holder of interest drops out in (a, b]
 		return
 	}
@@ -400,14 +377,8 @@ func (w *walker) step(b int) {
 	}
 	n := &ix.nodes[nb-1]
 	mask := &w.mask
-	var s []holderEntry
-	if n.spill != 0 {
-		s = ix.spills[n.spill-1]
-	}
-	if n.h0 != 0 {
-		hh := n.h0.holder()
-		mask[hh>>6] |= 1 << (hh & 63)
-	}
+	var one [1]holderEntry
+	s := ix.entries(n, &one)
 	for _, e := range s {
 		hh := e.holder()
 		mask[hh>>6] |= 1 << (hh & 63)
@@ -422,9 +393,6 @@ func (w *walker) step(b int) {
 		}
 	}
 	w.nalive = k
-	if n.h0 != 0 {
-		mask[n.h0.holder()>>6] = 0
-	}
 	for _, e := range s {
 		mask[e.holder()>>6] = 0
 	}

@@ -21,25 +21,16 @@ import (
 // Lookup must mark as used (index+1, 0 = none).
 func refLookup(ix *Index, ns Namespace, q []uint32) ([]Match, []uint32) {
 	byHash := map[uint64]uint32{}
-	isFree := map[uint32]bool{}
-	for f := ix.free; f != 0; f = ix.nodes[f-1].next {
-		isFree[f-1] = true
-	}
 	for i := range ix.nodes {
-		if !isFree[uint32(i)] {
-			byHash[ix.nodes[i].hash] = uint32(i)
+		if !ix.nodes[i].isFree() {
+			byHash[ix.nodes[i].hash()] = uint32(i)
 		}
 	}
 	holds := func(idx uint32, h uint16) bool {
-		n := &ix.nodes[idx]
-		if n.h0 != 0 && n.h0.holder() == h {
-			return true
-		}
-		if n.spill != 0 {
-			for _, e := range ix.spills[n.spill-1] {
-				if e.holder() == h {
-					return true
-				}
+		var one [1]holderEntry
+		for _, e := range ix.entries(&ix.nodes[idx], &one) {
+			if e.holder() == h {
+				return true
 			}
 		}
 		return false
@@ -95,10 +86,6 @@ func refLookup(ix *Index, ns Namespace, q []uint32) ([]Match, []uint32) {
 // holder pair counts, and that a holder with holes == 0 has none.
 func checkHoles(t *testing.T, ix *Index) {
 	t.Helper()
-	isFree := map[uint32]bool{}
-	for f := ix.free; f != 0; f = ix.nodes[f-1].next {
-		isFree[f-1] = true
-	}
 	type key struct {
 		idx uint32
 		h   uint16
@@ -107,18 +94,11 @@ func checkHoles(t *testing.T, ix *Index) {
 	pairs := map[uint16]int{}
 	holes := map[uint16]int{}
 	entries := func(idx uint32) []holderEntry {
-		n := &ix.nodes[idx]
-		var es []holderEntry
-		if n.h0 != 0 {
-			es = append(es, n.h0)
-		}
-		if n.spill != 0 {
-			es = append(es, ix.spills[n.spill-1]...)
-		}
-		return es
+		var one [1]holderEntry
+		return slices.Clone(ix.entries(&ix.nodes[idx], &one))
 	}
 	for i := range ix.nodes {
-		if isFree[uint32(i)] {
+		if ix.nodes[i].isFree() {
 			continue
 		}
 		n := &ix.nodes[i]
@@ -145,7 +125,7 @@ func checkHoles(t *testing.T, ix *Index) {
 		}
 	}
 	for i := range ix.nodes {
-		if isFree[uint32(i)] {
+		if ix.nodes[i].isFree() {
 			continue
 		}
 		for _, e := range entries(uint32(i)) {
@@ -211,15 +191,15 @@ func TestLookupDifferential(t *testing.T) {
 				q[r.IntN(len(q))] ^= 1 << 20 // diverge somewhere
 			}
 			want, marks := refLookup(ix, nsA, q)
-			for i := range ix.nodes {
-				atomic.StoreUint32(&ix.nodes[i].ref, 0)
+			for i := range ix.usageBits {
+				atomic.StoreUint64(&ix.usageBits[i], 0)
 			}
 			got := lookup(ix, nsA, q)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("seed %d: Lookup mismatch (-ref +got):\n%s", seed, diff)
 			}
 			for _, m := range marks {
-				if m != 0 && ix.nodes[m-1].ref == 0 {
+				if m != 0 && ix.usage(m-1) == 0 {
 					t.Fatalf("seed %d: Lookup did not mark node %d as used", seed, m-1)
 				}
 			}

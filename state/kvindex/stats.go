@@ -41,13 +41,15 @@ func (ix *Index) Stats() Stats {
 		TierPairs: ix.tierPairs, Evictions: ix.evictions, PartialPages: ix.partials, StaleRefs: ix.staleRefs,
 		Lookups: ix.lookups.Load(), LookupHits: ix.lookupHits.Load(),
 	}
-	b := int64(cap(ix.nodes))*int64(unsafe.Sizeof(node{})) + int64(cap(ix.table.slots))*8
-	b += int64(cap(ix.spills)) * int64(unsafe.Sizeof([]holderEntry{}))
-	for _, sp := range ix.spills {
-		b += int64(cap(sp)) * 4
+	b := int64(cap(ix.nodes))*int64(unsafe.Sizeof(node{})) + int64(cap(ix.table.slots))*4
+	b += int64(cap(ix.usageBits)+cap(ix.leafBits))*8 + int64(cap(ix.free)+cap(ix.limbo))*4
+	b += int64(cap(ix.spills)) * int64(unsafe.Sizeof(spill{}))
+	for i := range ix.spills {
+		b += int64(cap(ix.spills[i].e)) * 4
 	}
 	for i := range ix.holders {
-		b += int64(cap(ix.holders[i].refs.slots)+cap(ix.holders[i].groups.slots)) * int64(unsafe.Sizeof(refSlot{}))
+		b += int64(cap(ix.holders[i].refs.slots))*int64(unsafe.Sizeof(refSlot{})) +
+			int64(cap(ix.holders[i].groups.slots))*int64(unsafe.Sizeof(groupSlot{}))
 	}
 	s.Bytes = b
 	return s

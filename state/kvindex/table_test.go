@@ -11,13 +11,13 @@ func TestRefMapAgainstMap(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		var m refMap
-		want := map[uint64]uint64{}
+		want := map[uint64]uint32{}
 		keyRange := uint64(50 + r.IntN(5000))
 		for op := range 20000 {
 			k := r.Uint64N(keyRange) * 0x1000193
 			switch r.IntN(3) {
 			case 0, 1:
-				v := uint64(op) + 1
+				v := uint32(op) + 1
 				m.put(k, v)
 				want[k] = v
 			default:
@@ -34,7 +34,7 @@ func TestRefMapAgainstMap(t *testing.T) {
 					}
 				}
 				seen := 0
-				m.each(func(k, v uint64) {
+				m.each(func(k uint64, v uint32) {
 					seen++
 					if want[k] != v {
 						t.Fatalf("seed %d: each gave %x → %d, want %d", seed, k, v, want[k])
