@@ -51,11 +51,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// devToken is the admin token the dev stack runs with (`sluice dev -admin-token`); its console
+// reads need it, as its admin API reads do.
+const devToken = "ui-dev-admin"
+
 // startDevStack runs `sluice dev` in process on free ports and returns the gateway URL and
 // the console URL its banner prints.
 func startDevStack(t *testing.T) (gateway, consoleURL string) {
 	t.Helper()
 	cfg := devstack.DefaultConfig()
+	cfg.AdminToken = devToken
 	cfg.GatewayAddr, cfg.DeciderGRPCAddr, cfg.DeciderHTTPAddr, cfg.LinkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Speed = 50
 	var out syncBuffer
@@ -126,7 +131,11 @@ func TestConsoleDevStack(t *testing.T) {
 	gateway, consoleURL := startDevStack(t)
 	tab, b := newBrowser(t)
 
-	b.run(tab, "fleet page", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
+	// As a dev user does: the page asks for a token, they paste the one dev printed.
+	b.run(tab, "fleet page asks for the token", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
+		poll(`!document.getElementById('banner').hidden && /viewer token/.test(document.getElementById('banner').textContent)`))
+	b.takeErrors() // the 401s before the token was entered are the point of the banner
+	b.run(tab, "fleet page", 60*time.Second, setValue(`#token`, devToken), click(`#token-form button`),
 		waitFor(`body[data-rendered="fleet"]`))
 	for _, id := range []string{"plain-1", "plain-2", "prefill-1", "decode-1"} {
 		b.run(tab, "fleet lists "+id, 30*time.Second, waitFor(fmt.Sprintf(`#fleet-table [data-engine=%q]`, id)))
