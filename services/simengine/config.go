@@ -96,6 +96,11 @@ type Config struct {
 
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
+
+	// OnResult, when set, is called with the result of every generation that ran to its end
+	// (the engine's own queue and prefill times: tests/honesty compares them with sluice
+	// simulate's). It has no flag; it must be safe for concurrent use.
+	OnResult func(engine.Result)
 }
 
 // DefaultConfig returns the defaults every flag starts from.

@@ -75,8 +75,9 @@ func run(ctx context.Context, tracePath string, from, window time.Duration, spee
 		if err != nil {
 			return fmt.Errorf("%s live: %w", p, err)
 		}
-		logf("  live: %d errors, block hit rate %.4f, TTFT p50 %v p90 %v; send lag mean %v max %v; setup %v",
-			live.Errors, live.BlockHitRate, live.TTFT50.Round(time.Millisecond), live.TTFT90.Round(time.Millisecond),
+		logf("  live: %d errors (first: %s), block hit rate %.4f, TTFT p50 %v p90 %v (engine-side %v, %v); send lag mean %v max %v; setup %v",
+			live.Errors, live.FirstErr, live.BlockHitRate, live.TTFT50.Round(time.Millisecond), live.TTFT90.Round(time.Millisecond),
+			live.EngineTTFT50.Round(time.Millisecond), live.EngineTTFT90.Round(time.Millisecond),
 			live.MeanLag.Round(time.Microsecond), live.MaxSendLag.Round(time.Millisecond), live.SetupTime.Round(time.Millisecond))
 		sim, err := honesty.Simulated(ctx, s, reqs)
 		if err != nil {
@@ -88,7 +89,9 @@ func run(ctx context.Context, tracePath string, from, window time.Duration, spee
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Trace `%s`, window [%v, %v), speed %g: %d requests over %v, outputs capped at %d tokens; %d engines (simengine defaults); "+
-		"load reports every %v (live: enginelink's scrape), simulated KV lag %v.\n\n",
+		"load reports every %v (live: enginelink's scrape), simulated KV lag %v. "+
+		"TTFT is the client's (live: to the first streamed chunk through the gateway; simulate: arrival to first token); "+
+		"engine-side TTFT is the live engines' own queue + prefill time of each run, without the transport.\n\n",
 		filepath.Base(tracePath), from, from+window, speed, len(reqs), reqs[len(reqs)-1].Arrival.Round(time.Second), maxTokens, engines, report, kvLag)
 	if err := honesty.Table(&b, rows); err != nil {
 		return err
