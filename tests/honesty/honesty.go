@@ -57,16 +57,16 @@ type Outcome struct {
 	Requests, Errors int
 	// BlockHitRate is hit blocks ÷ prompt blocks (whole blocks of each request), as sluice
 	// simulate counts it.
-	BlockHitRate         float64
-	TTFT50, TTFT90       time.Duration
-	E2E50                time.Duration
+	BlockHitRate   float64
+	TTFT50, TTFT90 time.Duration
+	E2E50          time.Duration
 	// EngineTTFT50 and EngineTTFT90 (live only) are the engines' own queue + prefill times of
 	// each run, without the client → gateway → decider → engine → client transport.
 	EngineTTFT50, EngineTTFT90 time.Duration
-	FirstErr             string
-	MeanLag, MaxSendLag  time.Duration
-	WallTime, SetupTime  time.Duration
-	CachedTok, PromptTok int64
+	FirstErr                   string
+	MeanLag, MaxSendLag        time.Duration
+	WallTime, SetupTime        time.Duration
+	CachedTok, PromptTok       int64
 }
 
 // Capped returns reqs with every output length capped at limit (> 0), as the live client

@@ -28,11 +28,11 @@ type core struct {
 	prefilling       bool
 	svcStart, svcEnd time.Time
 	svcTokens        int64
-	prefillTokens   int64 // cumulative uncached prompt tokens prefilled
-	prefillBusy     time.Duration
-	promptTokens    int64 // cumulative prompt tokens looked up in the cache
-	cachedTokens    int64 // cumulative prompt tokens found there
-	decoding        int   // running requests past their prefill
+	prefillTokens    int64 // cumulative uncached prompt tokens prefilled
+	prefillBusy      time.Duration
+	promptTokens     int64 // cumulative prompt tokens looked up in the cache
+	cachedTokens     int64 // cumulative prompt tokens found there
+	decoding         int   // running requests past their prefill
 }
 
 func newCore(cfg Config) core {
