@@ -387,3 +387,41 @@ func TestTTFTAwareWaitingWithFreeSlotsIsPrefillQueue(t *testing.T) {
 		t.Errorf("Pick() = %s (%s); a %+v; want a by least_ttft, no slot wait, 300 ms", pk.Engine.ID, pk.Reason, a.TTFT)
 	}
 }
+
+// TestTTFTAwareSamplesTwoAndTheHolder checks the choice among more than three engines: the
+// least estimate among two sampled engines and the longest prefix holder, not the global least;
+// when every one of them is refused, the rest are considered.
+func TestTTFTAwareSamplesTwoAndTheHolder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := time.Now().Add(-2 * time.Second)
+	withClock(t, f, &testClock{base.Add(time.Second)})
+	es := f.engines(registry.RolePlain, "a", "b", "c", "d", "e")
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		f.reportRate(id, nativeLoad(int64(1000*(5-i)), 0, int64(i)), base, 10000) // a has the longest queue, e the shortest
+	}
+	deps := f.deps
+	deps.IntN = seq(0, 1) // samples a (0) and c (1, shifted past a)
+	deps.Prefix = &fakePrefix{slots: f.slots, matched: map[string]int64{"b": 1000}}
+	p, err := New(config.PolicySpec{Type: config.PolicyTTFTAware, Admission: &config.AdmissionSpec{MaxRunningRequests: ptrTo[int64](3)}}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Trace{}
+	// a 500 + 200 ms, b (holder) 400 + 100 ms, c 300 + 200 ms: b and c tie at 500 ms, b has fewer
+	// uncached tokens. e (100 + 200 ms) was not sampled.
+	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 2000, TokenIDs: tokens(2000), Trace: tr})
+	if pk.Engine.ID != "b" || !strings.Contains(candidate(t, tr, "e").Note, "not sampled") || !strings.Contains(tr.Detail, "two sampled engines") {
+		t.Errorf("Pick() = %s; e's note %q, detail %q", pk.Engine.ID, candidate(t, tr, "e").Note, tr.Detail)
+	}
+	// Sampled d (running 3) and e (running 4) are refused by max_running_requests 3, and so is no
+	// holder (no token ids): the rest are considered, and c (running 2) is the least of them.
+	deps.IntN = seq(3, 3)
+	p, err = New(config.PolicySpec{Type: config.PolicyTTFTAware, Admission: &config.AdmissionSpec{MaxRunningRequests: ptrTo[int64](3)}}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 2000}); pk.Engine.ID != "c" {
+		t.Errorf("Pick() after refusals = %s, want c", pk.Engine.ID)
+	}
+}
