@@ -50,9 +50,7 @@ const (
 // best estimate's engine has no batch slot for the request (see estimate), the best
 // engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
 // compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
-// The pick is among two engines sampled at random and the longest prefix holder (every engine
-// when there are at most three; see sample). Admission runs in that order until an engine
-// passes, then over the rest. Plain and prefill groups only.
+// Admission runs in that order until an engine passes. Plain and prefill groups only.
 type ttftAware struct {
 	deps   Deps
 	limits admission.Limits
@@ -88,7 +86,6 @@ type ttftCand struct {
 	queueFrom         string
 	rateDefault       bool
 	full              bool   // no free batch slot for this request (see estimate)
-	considered        bool   // sampled, the best holder, or widened to after refusals (see sample)
 	limit             string // the admission cap that refused it; "" if not refused (or not checked)
 }
 
@@ -142,18 +139,14 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 		p.estimate(snap, &cs[i], req.InputTokens)
 	}
 
-	p.sample(cs)
 	var rejections []Rejection
 	margin := float64(p.s.HotSpotMarginMillis) / 1e3
 	for {
 		best := -1
 		for i := range cs {
-			if cs[i].considered && !cs[i].refused() && (best < 0 || lessTTFT(&cs[i], &cs[best])) {
+			if !cs[i].refused() && (best < 0 || lessTTFT(&cs[i], &cs[best])) {
 				best = i
 			}
-		}
-		if best < 0 && widen(cs) {
-			continue // every sampled candidate was refused: the rest are considered
 		}
 		if best < 0 {
 			p.trace(&req, cs, -1, res.Status, "")
@@ -164,7 +157,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			alt := -1
 			for i := range cs {
 				c := &cs[i]
-				if c.considered && !c.refused() && !c.full && c.est <= cs[best].est+margin && (alt < 0 || lessTTFT(c, &cs[alt])) {
+				if !c.refused() && !c.full && c.est <= cs[best].est+margin && (alt < 0 || lessTTFT(c, &cs[alt])) {
 					alt = i
 				}
 			}
@@ -285,49 +278,6 @@ func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float6
 	return float64(need) * residence / float64(slots), residence
 }
 
-// sample marks the candidates the pick chooses among: two distinct engines drawn uniformly
-// (Deps.IntN) and the engine with the longest prefix match, or every candidate when there are
-// at most three. Comparing every engine's estimate sends a burst to whichever looks least loaded
-// between two reports, however the estimate is corrected (the corrections are estimates too);
-// choosing the least of two random ones spreads it, the classic remedy for routing on old load
-// information (Mitzenmacher, "How useful is old information?", 2000), and the holder keeps the
-// cache hits in reach.
-func (p *ttftAware) sample(cs []ttftCand) {
-	if len(cs) <= 3 {
-		for i := range cs {
-			cs[i].considered = true
-		}
-		return
-	}
-	intN := p.deps.intN()
-	a := intN(len(cs))
-	b := intN(len(cs) - 1)
-	if b >= a {
-		b++
-	}
-	cs[a].considered, cs[b].considered = true, true
-	h := -1
-	for i := range cs {
-		if cs[i].matched > 0 && (h < 0 || cs[i].matched > cs[h].matched || (cs[i].matched == cs[h].matched && lessTTFT(&cs[i], &cs[h]))) {
-			h = i
-		}
-	}
-	if h >= 0 {
-		cs[h].considered = true
-	}
-}
-
-// widen considers every candidate not yet considered; false when there was none.
-func widen(cs []ttftCand) bool {
-	added := false
-	for i := range cs {
-		if !cs[i].considered {
-			cs[i].considered, added = true, true
-		}
-	}
-	return added
-}
-
 // lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
 // what rates measured from microsecond counters and 500 ms reports resolve), then uncached
 // tokens, then router-local in-flight, then engine id.
@@ -366,8 +316,6 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 			note = "selected"
 		case c.refused():
 			note = "refused"
-		case !c.considered:
-			note = "estimated, not sampled"
 		}
 		t.note(c.w, c.o, c.limit, note+"; "+c.describe())
 		n := &t.Candidates[len(t.Candidates)-1]
@@ -384,9 +332,6 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 			guardedFrom, cs[chosen].w.ID, p.s.HotSpotMarginMillis)
 	default:
 		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill)")
-	}
-	if len(cs) > 3 {
-		b.WriteString(" among two sampled engines and the longest prefix holder")
 	}
 	switch {
 	case p.source == nil:
