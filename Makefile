@@ -104,7 +104,7 @@ ROUTING_TRACE ?= /work/shared/data/conversation_trace.jsonl
 ROUTING_WINDOW ?= 60m
 ROUTING_SPEEDS ?= 1 2 3
 ROUTING_OUT ?= routing-quality
-ROUTING_POLICIES ?= cache_aware,load_based,power_of_two,peer:sglang_cache_aware,peer:llmd,peer:dynamo,peer:least_load,peer:round_robin,peer:power_of_two
+ROUTING_POLICIES ?= ttft_aware,cache_aware,load_based,power_of_two,peer:sglang_cache_aware,peer:llmd,peer:dynamo,peer:least_load,peer:round_robin,peer:power_of_two
 
 .PHONY: routing-quality
 routing-quality: $(foreach s,$(ROUTING_SPEEDS),routing-quality-speed$(s)) ## Compare sluice's policies with the peer baselines (sluice simulate) into ROUTING_OUT/report.md
@@ -114,3 +114,15 @@ routing-quality: $(foreach s,$(ROUTING_SPEEDS),routing-quality-speed$(s)) ## Com
 routing-quality-speed%: build
 	GOMAXPROCS=1 bin/sluice simulate -trace $(ROUTING_TRACE) -engines 8 -window $(ROUTING_WINDOW) -speed $* \
 		-policies $(ROUTING_POLICIES) -out $(ROUTING_OUT)/speed$* > /dev/null
+
+# `make sim-honesty`: one trace window through the live sluice dev stack (in-process Kafka,
+# simengines over ZMQ and /v1/loads, enginelink, decider, gateway; real time) and through
+# sluice simulate with the same settings (tests/honesty), side by side in HONESTY_OUT.
+HONESTY_TRACE ?= /work/shared/data/conversation_trace.jsonl
+HONESTY_OUT ?= routing-quality/honesty.md
+HONESTY_ARGS ?= -window 5m -speed 2 -policies cache_aware,ttft_aware
+
+.PHONY: sim-honesty
+sim-honesty: ## Check sluice simulate against the live stack on a 5-minute window (HONESTY_ARGS) into HONESTY_OUT
+	@mkdir -p $(dir $(HONESTY_OUT))
+	$(GO) run ./tests/honesty/cmd/honesty -trace $(HONESTY_TRACE) $(HONESTY_ARGS) -out $(HONESTY_OUT)

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/decider/admission"
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
+	"github.com/sluicehq/sluice/state/slots"
 )
 
 // Pick reasons of ttft_aware.
@@ -32,19 +34,20 @@ const (
 // ttftAware (configuration name ttft_aware) estimates, for every candidate, the request's time
 // to first token there and picks the least (docs/decisions.md, "ttft_aware"):
 //
-//	estimate = queue ahead + slot wait + own prefill
+//	estimate = max(queue ahead, slot wait) + own prefill
 //	queue ahead = pending prefill tokens ahead / engine prefill rate
-//	slot wait = (waiting + 1) × W / slots, on an engine that would queue the request
+//	slot wait = slots it waits for × W / slots, on an engine without a free slot for it
 //	own prefill = (input − matched prefix on the engine) / (engine prefill rate / DP ranks)
 //
-// The pending tokens are the report's waiting uncached tokens with the dispatches since the
-// report folded in (observation.load, pressure.set), each dispatch costing this request's
-// uncached tokens on that engine. Without them (basic report) they are waiting requests ×
+// The pending tokens are the report's waiting uncached tokens less what the engine prefilled
+// since the report at its rate, plus the dispatches since the report, each at the uncached
+// tokens this policy picked it with (this request's, for a dispatch it does not remember).
+// Without them (basic report) they are waiting requests ×
 // typical_request_tokens; without a fresh report, router-local in-flight ×
 // typical_request_tokens. An engine without a measured rate is assumed to prefill
 // default_prefill_tokens_per_s per rank. W is the mean time a request stays on the engine by
 // Little's law (in-flight / recent dispatch rate; see slotWait). The hot-spot guard: when the
-// best estimate's engine would queue the request (waiting requests, or a full batch), the best
+// best estimate's engine has no batch slot for the request (see estimate), the best
 // engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
 // compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
 // Admission runs in that order until an engine passes. Plain and prefill groups only.
@@ -53,6 +56,7 @@ type ttftAware struct {
 	limits admission.Limits
 	s      config.TTFTAwareSettings
 	source PrefixSource // nil without KV ingestion: every engine is cold
+	picks  recentPicks  // the uncached tokens of this policy's recent picks, per engine
 }
 
 var _ Policy = (*ttftAware)(nil)
@@ -70,6 +74,9 @@ type ttftCand struct {
 	o                 observation
 	matched, uncached int64
 	queueTokens       int64
+	reported          int64   // pending prefill tokens the report showed (native view)
+	drained           int64   // of them, what the engine prefilled since the report at rate
+	dispatched        int64   // tokens of the dispatches since the report
 	rate              float64 // engine prefill tokens/s used
 	queue, own        float64 // seconds
 	slotWait          float64 // seconds; 0 unless full and a residence time could be measured
@@ -78,7 +85,7 @@ type ttftCand struct {
 	estMillis         int64   // est in whole milliseconds, what comparisons read
 	queueFrom         string
 	rateDefault       bool
-	full              bool   // the engine would queue this request (waiting, or no free batch slot)
+	full              bool   // no free batch slot for this request (see estimate)
 	limit             string // the admission cap that refused it; "" if not refused (or not checked)
 }
 
@@ -164,6 +171,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			rejections = append(rejections, Rejection{EngineID: c.w.ID, Limit: limit})
 			continue
 		}
+		p.picks.record(c.w.Slot, snap.Now(), c.uncached)
 		if req.Trace != nil {
 			guard := ""
 			if reason == ReasonHotSpotGuard {
@@ -177,6 +185,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 
 // estimate fills c's estimate from snap; c.w and c.matched are set.
 func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) {
+	now := snap.Now()
 	c.uncached = max(input-c.matched, 0)
 	// Each dispatch since the report is assumed to cost what this request would there.
 	p.deps.observeInto(&c.o, snap, c.w, c.uncached)
@@ -192,7 +201,17 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	}
 	switch {
 	case c.o.native():
-		c.queueTokens, c.queueFrom = c.o.load.waitingUncached, QueueFromReport
+		// The report's pending prefill drains at the engine's rate from its capture, less what
+		// is still pending now; the dispatches since the report come on top, each at its own
+		// uncached tokens as this policy picked it (this request's for any it did not pick).
+		c.reported = c.o.report.WaitingUncachedTokens
+		if age := c.o.report.Age(now).Seconds(); age > 0 && c.reported > 0 {
+			c.drained = min(c.reported, int64(math.Min(c.rate*age, float64(math.MaxInt64/2))))
+		}
+		if c.o.since > 0 {
+			c.dispatched = p.picks.tokensSince(c.w.Slot, c.o.report.CapturedAt, c.o.since, c.uncached)
+		}
+		c.queueTokens, c.queueFrom = satAdd(c.reported-c.drained, c.dispatched), QueueFromReport
 	case c.o.known:
 		c.queueTokens, c.queueFrom = satMul(max(c.o.load.waiting, 0), p.s.TypicalRequestTokens), QueueFromWaiting
 	default:
@@ -201,11 +220,22 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	// The queue drains on every rank at once; this request prefills on one of them.
 	c.queue = float64(c.queueTokens) / c.rate
 	c.own = float64(c.uncached) * float64(ranks) / c.rate
-	c.full = c.o.known && (c.o.load.waiting > 0 || (c.o.report.Native && c.o.load.running >= c.o.report.MaxRunningRequests))
-	if c.full {
-		c.slotWait, c.residence = p.slotWait(snap.Now(), c)
+	// Would the request wait for a batch slot? Native: when the requests ahead of it (waiting,
+	// each needing a slot) and itself outnumber the free slots; a waiting request on an engine
+	// with free slots waits for prefill, which the queue ahead already counts. Basic view (no
+	// slot count): whenever requests wait.
+	if c.o.known {
+		if c.o.report.Native {
+			c.full = satAdd(c.o.load.waiting, 1) > c.o.report.MaxRunningRequests-c.o.load.running
+		} else {
+			c.full = c.o.load.waiting > 0
+		}
 	}
-	c.est = c.queue + c.slotWait + c.own
+	if c.full {
+		c.slotWait, c.residence = p.slotWait(now, c)
+	}
+	// The prefill queue drains while the request waits for its slot: the longer wait counts.
+	c.est = math.Max(c.queue, c.slotWait) + c.own
 	if ms := c.est * 1e3; ms < math.MaxInt64 {
 		c.estMillis = int64(ms)
 	} else {
@@ -218,9 +248,9 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 // until fewer than 64 fall in it.
 const residenceWindow = 64 * time.Second
 
-// slotWait estimates how long a request that would queue on c's engine waits for a batch slot:
-// it needs the slots of the requests waiting ahead of it and its own, (waiting + 1), to free
-// up, and slots free at the rate slots / W, where W is the mean time a request spends on the
+// slotWait estimates how long a request without a free batch slot on c's engine waits for one:
+// the requests waiting ahead of it and itself (waiting + 1) need slots, the free ones go to the
+// first of them (native view), the rest must free up, and slots free at the rate slots / W, where W is the mean time a request spends on the
 // engine by Little's law, W = in-flight / arrival rate (this router's leases and dispatches).
 // W includes queueing, so the wait is an upper estimate. It returns 0, 0 when W cannot be
 // measured (nothing in flight or no recent dispatch); the hot-spot guard still applies then.
@@ -238,12 +268,14 @@ func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float6
 		return 0, 0
 	}
 	residence = float64(c.o.inflight) * span.Seconds() / float64(n)
-	slots := c.o.load.running
+	slots, need := c.o.load.running, max(c.o.load.waiting, 0)+1
 	if c.o.report.Native {
+		// The free slots go to the first requests in line; it waits for the rest.
 		slots = c.o.report.MaxRunningRequests
+		need = max(need-max(slots-c.o.load.running, 0), 1)
 	}
 	slots = max(slots, 1)
-	return float64(max(c.o.load.waiting, 0)+1) * residence / float64(slots), residence
+	return float64(need) * residence / float64(slots), residence
 }
 
 // lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
@@ -296,7 +328,7 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 	case chosen < 0:
 		b.WriteString("every candidate refused by admission")
 	case guardedFrom != "":
-		fmt.Fprintf(&b, "hot-spot guard: %s had the least estimate but a full batch; %s admits at once within %d ms",
+		fmt.Fprintf(&b, "hot-spot guard: %s had the least estimate but no free batch slot; %s has one within %d ms",
 			guardedFrom, cs[chosen].w.ID, p.s.HotSpotMarginMillis)
 	default:
 		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill)")
@@ -321,13 +353,69 @@ func (c *ttftCand) describe() string {
 	r := func(x float64) time.Duration { return seconds(x).Round(time.Microsecond) }
 	s := fmt.Sprintf("ttft %v = queue %v (%d tokens ahead: %s) + slot wait %v + own prefill %v (%d uncached, %d matched) at %.0f tokens/s (%s)",
 		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
+	if c.queueFrom == QueueFromReport {
+		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
+	}
 	if c.full {
 		if c.residence > 0 {
-			s += fmt.Sprintf("; would queue (waiting requests or full batch): slot wait from %v per request on the engine (Little's law)",
+			s += fmt.Sprintf("; would queue for a batch slot: slot wait from %v per request on the engine (Little's law)",
 				seconds(c.residence).Round(time.Millisecond))
 		} else {
-			s += "; would queue (waiting requests or full batch): slot wait unknown (nothing in flight here)"
+			s += "; would queue for a batch slot: slot wait unknown (nothing in flight here)"
 		}
 	}
 	return s
+}
+
+// picksKept is how many recent picks per engine the policy remembers (as many as the in-flight
+// tracker's dispatch times).
+const picksKept = 64
+
+// recentPicks remembers, per engine, when this policy picked it and the pick's uncached tokens
+// there, so that a dispatch since a load report costs what it really adds to the engine's
+// pending prefill. Safe for concurrent use.
+type recentPicks struct {
+	mu sync.Mutex
+	by map[slots.Slot]*pickRing
+}
+
+type pickRing struct {
+	at     [picksKept]time.Time
+	tokens [picksKept]int64
+	n, pos int
+}
+
+func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.by == nil {
+		r.by = map[slots.Slot]*pickRing{}
+	}
+	ring := r.by[s]
+	if ring == nil {
+		ring = &pickRing{}
+		r.by[s] = ring
+	}
+	ring.at[ring.pos], ring.tokens[ring.pos] = at, tokens
+	ring.pos = (ring.pos + 1) % picksKept
+	ring.n = min(ring.n+1, picksKept)
+}
+
+// tokensSince sums the uncached tokens of the latest d picks of s made after since; picks it
+// does not remember (another policy's, or older than its memory) cost fallback each.
+func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var sum, seen int64
+	if ring := r.by[s]; ring != nil {
+		for i := 0; i < ring.n && seen < d; i++ {
+			j := (ring.pos - 1 - i + picksKept) % picksKept
+			if !ring.at[j].After(since) {
+				break
+			}
+			sum = satAdd(sum, ring.tokens[j])
+			seen++
+		}
+	}
+	return satAdd(sum, satMul(d-seen, max(fallback, 0)))
 }

@@ -27,6 +27,23 @@ func (f *fixture) reportRate(id string, r loadtable.Report, base time.Time, rate
 	f.report(id, r)
 }
 
+// testClock is a settable clock for the load table and the in-flight tracker, so that a
+// report's age at the pick (which the estimate drains the report's pending prefill by) is
+// exact.
+type testClock struct{ now time.Time }
+
+func (c *testClock) Now() time.Time { return c.now }
+
+// withClock gives f a fresh load table and in-flight clock reading c (call before any report).
+func withClock(t *testing.T, f *fixture, c *testClock) {
+	t.Helper()
+	load, err := loadtable.New(f.slots, loadtable.Config{Freshness: 5 * time.Second, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.load, f.deps.Load, f.now = load, load, c.Now
+}
+
 // newTTFT builds ttft_aware through New with the prefix source src (nil: no KV index).
 func newTTFT(t *testing.T, f *fixture, spec config.PolicySpec, src PrefixSource) Policy {
 	t.Helper()
@@ -73,9 +90,9 @@ func TestTTFTAwareHolderVersusColdEngine(t *testing.T) {
 			wantA: 1200 * time.Millisecond, wantB: 800 * time.Millisecond},
 		{name: "short queue: holder wins", queue: 4000, want: "a", reason: ReasonLeastTTFT,
 			wantA: 600 * time.Millisecond, wantB: 800 * time.Millisecond},
-		{name: "holder with waiting requests, far ahead: still wins", queue: 2000, waiting: 1, want: "a", reason: ReasonLeastTTFT,
+		{name: "holder with a full batch, far ahead: still wins", queue: 2000, waiting: 1, want: "a", reason: ReasonLeastTTFT,
 			wantA: 400 * time.Millisecond, wantB: 800 * time.Millisecond, wantFullHolder: true},
-		{name: "holder with waiting requests within the margin: guard picks the idle engine", queue: 4000, waiting: 1,
+		{name: "holder with a full batch within the margin: guard picks the idle engine", queue: 4000, waiting: 1,
 			want: "b", reason: ReasonHotSpotGuard, wantA: 600 * time.Millisecond, wantB: 800 * time.Millisecond,
 			wantFullHolder: true, wantDetailMatch: "hot-spot guard: a had the least estimate"},
 		{name: "guard off", queue: 4000, waiting: 1, margin: ptrTo[int64](0), want: "a", reason: ReasonLeastTTFT,
@@ -85,9 +102,14 @@ func TestTTFTAwareHolderVersusColdEngine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			es := f.engines(registry.RolePlain, "a", "b")
 			base := time.Now().Add(-2 * time.Second)
-			f.reportRate("a", nativeLoad(tt.queue, tt.waiting, 1), base, 10000)
+			withClock(t, f, &testClock{base.Add(time.Second)}) // the pick reads the reports as captured
+			es := f.engines(registry.RolePlain, "a", "b")
+			running := int64(1)
+			if tt.waiting > 0 {
+				running = 64 // every slot taken: the waiting request and this one wait for slots
+			}
+			f.reportRate("a", nativeLoad(tt.queue, tt.waiting, running), base, 10000)
 			f.reportRate("b", nativeLoad(0, 0, 0), base, 10000)
 			p := newTTFT(t, f, config.PolicySpec{HotSpotMarginMillis: tt.margin}, &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 6000}})
 			tr := &Trace{}
@@ -120,8 +142,9 @@ func TestTTFTAwareHolderVersusColdEngine(t *testing.T) {
 func TestTTFTAwareCountsDispatchesSinceReport(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	base := time.Now().Add(-3 * time.Second) // reports captured at base+1s, dispatches 1 µs later
+	withClock(t, f, &testClock{base.Add(time.Second + time.Microsecond)})
 	es := f.engines(registry.RolePlain, "a", "b")
-	base := time.Now().Add(-3 * time.Second) // reports captured at base+1s, dispatches now
 	f.reportRate("a", nativeLoad(0, 0, 0), base, 10000)
 	f.reportRate("b", nativeLoad(3000, 0, 0), base, 10000)
 	p := newTTFT(t, f, config.PolicySpec{}, nil)
@@ -150,7 +173,8 @@ func TestTTFTAwareSlotWait(t *testing.T) {
 	f.inflight(es[0], 4) // dispatched before the reports: 4 in flight, none since the report
 	time.Sleep(time.Millisecond)
 	base := time.Now().Add(-time.Second) // the second report is captured after the dispatches
-	// a: 1 waiting, so the request would queue; 4 dispatches in the last 64 s and 4 in flight:
+	// a: every slot taken and 1 waiting, so the request waits for 2 slots; 4 dispatches in the
+	// last 64 s and 4 in flight:
 	// W = 4 × 64 s / 4 = 64 s on the engine, slots free every 64 s / 64 = 1 s, and the request
 	// needs 2 of them: slot wait 2 s. Holding 9,000 of 10,000 tokens it saves 450 ms of prefill
 	// over b (cold, idle) but loses: 0.5 + 2 + 0.05 s against 0.5 s.
@@ -198,8 +222,9 @@ func TestTTFTAwareStaleLoadFallsBackToInFlight(t *testing.T) {
 func TestTTFTAwareAdmission(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	es := f.engines(registry.RolePlain, "a", "b", "c")
 	base := time.Now().Add(-2 * time.Second)
+	withClock(t, f, &testClock{base.Add(time.Second)})
+	es := f.engines(registry.RolePlain, "a", "b", "c")
 	f.reportRate("a", nativeLoad(0, 0, 5), base, 10000) // holder, running at the cap
 	f.reportRate("b", nativeLoad(0, 0, 1), base, 10000)
 	f.reportRate("c", nativeLoad(500, 0, 7), base, 10000)
@@ -288,8 +313,9 @@ func TestTTFTAwareExplainAndErrors(t *testing.T) {
 func TestTTFTAwareDataParallelRanks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	es := f.engines(registry.RolePlain, "dp")
 	base := time.Now().Add(-2 * time.Second)
+	withClock(t, f, &testClock{base.Add(time.Second)})
+	es := f.engines(registry.RolePlain, "dp")
 	// Two ranks at 10,000 tokens/s each, 1,000 pending tokens each: the engine drains 2,000
 	// tokens at 20,000 tokens/s (100 ms), and the request prefills on one rank (4,000 tokens,
 	// 400 ms).
@@ -304,5 +330,60 @@ func TestTTFTAwareDataParallelRanks(t *testing.T) {
 	c := candidate(t, tr, "dp")
 	if c.TTFT.Rate != 20000 || c.TTFT.Queue != 100*time.Millisecond || c.TTFT.OwnPrefill != 400*time.Millisecond {
 		t.Errorf("parts = %+v, want rate 20000, queue 100 ms, own prefill 400 ms", c.TTFT)
+	}
+}
+
+// TestTTFTAwareDrainsAgedReport checks that a report's pending prefill counts as drained at the
+// engine's rate for the report's age, and that the dispatches since the report cost their own
+// uncached tokens.
+func TestTTFTAwareDrainsAgedReport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := time.Now().Add(-time.Minute)
+	clk := &testClock{base.Add(time.Second)}
+	withClock(t, f, clk)
+	es := f.engines(registry.RolePlain, "a", "b")
+	f.reportRate("a", nativeLoad(15000, 0, 1), base, 10000) // 1.5 s of pending prefill
+	f.reportRate("b", nativeLoad(9000, 0, 1), base, 10000)  // 0.9 s
+	clk.now = clk.now.Add(time.Second)                      // both reports 1 s old: a has 5,000 left, b none
+	p := newTTFT(t, f, config.PolicySpec{}, &fakePrefix{slots: f.slots, matched: map[string]int64{"b": 3000}})
+	tr := &Trace{}
+	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, TokenIDs: tokens(4000), Trace: tr})
+	a, b := candidate(t, tr, "a"), candidate(t, tr, "b")
+	if pk.Engine.ID != "b" || a.TTFT.QueueTokens != 5000 || b.TTFT.QueueTokens != 0 || b.TTFT.Estimate != 100*time.Millisecond {
+		t.Fatalf("Pick() = %s; a %+v, b %+v; want b, 5000 and 0 tokens ahead, b 100 ms", pk.Engine.ID, a.TTFT, b.TTFT)
+	}
+	if !strings.Contains(a.Note, "15000 reported − 10000 prefilled since + 0 dispatched since") {
+		t.Errorf("a's note %q does not show the drain", a.Note)
+	}
+	// The pick is dispatched: b's next estimate counts the 1,000 uncached tokens it had there, not
+	// the next request's 4,000 (it is cold for the new prompt: matched 0 now).
+	f.inflight(es[1], 1)
+	p2src := p
+	tr = &Trace{}
+	mustPick(t, p2src, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, Trace: tr})
+	if b := candidate(t, tr, "b"); b.DispatchesSinceReport != 1 || b.TTFT.QueueTokens != 1000 {
+		t.Errorf("b after its dispatch: %d since, %d tokens ahead; want 1, 1000 (the pick's own uncached tokens)", b.DispatchesSinceReport, b.TTFT.QueueTokens)
+	}
+}
+
+// TestTTFTAwareWaitingWithFreeSlotsIsPrefillQueue checks that requests waiting on an engine
+// with free batch slots count as prefill queue only (no slot wait, no guard), and that the
+// slot wait and the queue overlap on an engine without a free slot (the longer counts).
+func TestTTFTAwareWaitingWithFreeSlotsIsPrefillQueue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	base := time.Now().Add(-2 * time.Second)
+	withClock(t, f, &testClock{base.Add(time.Second)})
+	es := f.engines(registry.RolePlain, "a", "b")
+	f.reportRate("a", nativeLoad(2000, 3, 10), base, 10000) // 3 waiting for prefill, 54 slots free
+	f.reportRate("b", nativeLoad(0, 0, 0), base, 10000)
+	p := newTTFT(t, f, config.PolicySpec{}, &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 4000}})
+	tr := &Trace{}
+	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 5000, TokenIDs: tokens(5000), Trace: tr})
+	a := candidate(t, tr, "a")
+	// a: 200 ms queue + 100 ms own against b's 500 ms.
+	if pk.Engine.ID != "a" || pk.Reason != ReasonLeastTTFT || a.TTFT.BatchFull || a.TTFT.SlotWait != 0 || a.TTFT.Estimate != 300*time.Millisecond {
+		t.Errorf("Pick() = %s (%s); a %+v; want a by least_ttft, no slot wait, 300 ms", pk.Engine.ID, pk.Reason, a.TTFT)
 	}
 }

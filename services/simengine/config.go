@@ -96,6 +96,11 @@ type Config struct {
 
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
+
+	// OnResult, when set, is called with the result of every generation that ran to its end
+	// (the engine's own queue and prefill times: tests/honesty compares them with sluice
+	// simulate's). It has no flag; it must be safe for concurrent use.
+	OnResult func(engine.Result)
 }
 
 // DefaultConfig returns the defaults every flag starts from.
@@ -151,7 +156,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache capacity in blocks")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests running at once; the rest queue")
-	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill speed for uncached prompt tokens")
+	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill throughput of each rank for uncached prompt tokens (one request at a time, FCFS)")
 	fs.Float64Var(&c.DecodeMsPerToken, "decode-ms-per-token", c.DecodeMsPerToken, "time per output token (ms)")
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "divides every simulated duration (100 = a hundred times faster)")
 	fs.IntVar(&c.DefaultMaxTokens, "default-max-tokens", c.DefaultMaxTokens, "output tokens when a request sets no max_tokens")

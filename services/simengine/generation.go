@@ -107,6 +107,9 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			s.logger.Debug("request ended early", slog.Any("error", err))
 			return
 		}
+		if s.cfg.OnResult != nil {
+			s.cfg.OnResult(res)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp.final(res))
 	}
@@ -136,6 +139,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run,
 	if err != nil {
 		s.logger.Debug("stream ended early", slog.Any("error", err))
 		return
+	}
+	if s.cfg.OnResult != nil {
+		s.cfg.OnResult(res)
 	}
 	for _, ev := range resp.closing(res) {
 		if !send(ev) {

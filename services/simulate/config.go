@@ -73,7 +73,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Engines, "engines", c.Engines, "simulated engines (when -config lists no workers)")
 	fs.IntVar(&c.CacheBlocks, "cache-blocks", c.CacheBlocks, "prefix cache per engine, in blocks")
 	fs.IntVar(&c.BlockSize, "block-size", c.BlockSize, "tokens per KV block")
-	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill speed per request for uncached prompt tokens")
+	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "each engine's prefill throughput for uncached prompt tokens (one request at a time, FCFS)")
 	fs.Float64Var(&c.DecodeMsPerToken, "decode-ms-per-token", c.DecodeMsPerToken, "time per output token after the first, ms")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests an engine runs at once; the rest queue (FIFO)")
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "time between two load reports of an engine")

@@ -73,6 +73,9 @@ type Options struct {
 	// PromptIDs sends each prompt as its token ids instead of its text (sluice's gateway then
 	// needs no /tokenize; sglang-router 0.3.2 refuses an id-array prompt on /v1/completions).
 	PromptIDs bool
+	// Bodies, when set, are the requests' bodies (Bodies[i] for reqs[i], as Body makes them),
+	// built before the replay so that building them does not delay the sends.
+	Bodies [][]byte
 }
 
 // Result is what one request measured. Times are since the request was sent.
@@ -142,7 +145,13 @@ func Replay(ctx context.Context, opt Options, reqs []trace.Request, progress fun
 			case <-timer.C:
 			}
 		}
-		body, err := Body(r, opt.Model, opt.MaxTokensCap, opt.PromptIDs)
+		var body []byte
+		var err error
+		if opt.Bodies != nil {
+			body = opt.Bodies[i]
+		} else {
+			body, err = Body(r, opt.Model, opt.MaxTokensCap, opt.PromptIDs)
+		}
 		sent := time.Since(start)
 		if err != nil {
 			out[i] = Result{Index: r.Index, Sent: sent, Err: err}

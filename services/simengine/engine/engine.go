@@ -1,7 +1,9 @@
 // Package engine is a simulated LLM inference engine without any transport: a bounded prefix
 // cache of full KV blocks (LRU, chained block hashes, KV events through a Sink) and a latency
-// model (a FIFO queue in front of a fixed number of running slots; prefill time proportional to
-// the uncached prompt tokens; a fixed time per output token; a speed factor). The HTTP simengine
+// model: a FIFO queue in front of a fixed number of running slots and one prefill server that
+// prefills one request's uncached prompt tokens at a time at a fixed token rate, then a fixed
+// time per output token for every running request; a speed factor (docs/architecture.md,
+// "Simulated engine model"). The HTTP simengine
 // wraps Engine; Sim (sim.go) is the same model in discrete-event form, which sluice simulate
 // drives in virtual time. Both run one core (model.go), so they cannot drift.
 //
@@ -47,7 +49,8 @@ type Config struct {
 	CacheBlocks int
 	// MaxRunning is how many requests run at once; the rest wait in FIFO order.
 	MaxRunning int
-	// PrefillTokensPerSec is the prefill speed per request for uncached prompt tokens.
+	// PrefillTokensPerSec is the engine's prefill throughput for uncached prompt tokens: one
+	// request prefills at a time (FCFS), at this rate.
 	PrefillTokensPerSec float64
 	// DecodeMsPerToken is the time per output token after the first.
 	DecodeMsPerToken float64
@@ -174,8 +177,8 @@ type Result struct {
 	CompletionTokens int
 	// OutputIDs are the generated token ids in order.
 	OutputIDs []uint32
-	// QueueTime is the time spent waiting for a running slot, PrefillTime the simulated
-	// prefill, Duration the whole run from Submit.
+	// QueueTime is the time spent waiting for a running slot and the prefill server,
+	// PrefillTime the simulated prefill, Duration the whole run from Submit.
 	QueueTime, PrefillTime, Duration time.Duration
 	// FinishReason is "length" for a completed run.
 	FinishReason string
@@ -200,6 +203,9 @@ type Run struct {
 	granted  bool
 	estimate int64 // uncached tokens estimated at Submit
 	kv       int64 // tokens this run holds in e.kvUsed
+	// Set by admitLocked: the cached prompt tokens and the prefill's duration.
+	cached  int
+	prefill time.Duration
 
 	res Result
 	err error
@@ -258,20 +264,24 @@ func (r *Run) run(ctx context.Context) {
 	defer e.release(r)
 	r.res.QueueTime = clk.Now().Sub(start)
 
-	e.mu.Lock()
-	cached := e.beginPrefill(len(r.prompt), r.hashes)
-	e.mu.Unlock()
+	cached, prefill := r.cached, r.prefill // set when the slot was granted
 	uncached := len(r.prompt) - cached
 	r.res.CachedTokens = cached
-	prefill := e.prefillTime(uncached)
 	r.res.PrefillTime = prefill
 	if err := clk.Sleep(ctx, prefill); err != nil {
+		e.mu.Lock()
+		if r.hashes != nil {
+			e.abortPrefill()
+		}
+		e.startQueuedLocked()
+		e.mu.Unlock()
 		r.err = err
 		return
 	}
 	e.mu.Lock()
 	e.endPrefill(r.prompt, r.hashes, r.lora, r.salt, uncached, prefill)
 	e.decoding++
+	e.startQueuedLocked()
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -300,7 +310,8 @@ func (r *Run) run(ctx context.Context) {
 	r.res.FinishReason = "length"
 }
 
-// acquire takes a running slot, waiting in FIFO order behind earlier requests.
+// acquire takes a running slot and the prefill server, waiting in FIFO order behind earlier
+// requests.
 func (e *Engine) acquire(ctx context.Context, r *Run) error {
 	e.mu.Lock()
 	if e.admitsAt(len(e.queue)) {
@@ -320,6 +331,10 @@ func (e *Engine) acquire(ctx context.Context, r *Run) error {
 	}
 	e.mu.Lock()
 	if r.granted {
+		// Granted as the context ended: the prefill it began is abandoned.
+		if r.hashes != nil {
+			e.abortPrefill()
+		}
 		e.mu.Unlock()
 		e.release(r)
 		return ctx.Err()
@@ -335,9 +350,24 @@ func (e *Engine) acquire(ctx context.Context, r *Run) error {
 	return ctx.Err()
 }
 
+// admitLocked gives r a slot and the prefill server now: its prefix match happens here, as
+// Sim.start's does.
 func (e *Engine) admitLocked(r *Run) {
 	r.granted = true
 	r.kv = e.admit(len(r.prompt))
+	r.cached, r.prefill = e.beginPrefill(e.cfg.Clock.Now(), len(r.prompt), r.hashes)
+}
+
+// startQueuedLocked starts queued runs while the head may start.
+func (e *Engine) startQueuedLocked() {
+	for e.canStart() && len(e.queue) > 0 {
+		next := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		e.dequeue(next.estimate)
+		e.admitLocked(next)
+		close(next.ready)
+	}
 }
 
 // release frees r's slot and hands it to the head of the queue.
@@ -346,14 +376,7 @@ func (e *Engine) release(r *Run) {
 	defer e.mu.Unlock()
 	e.core.release(r.kv)
 	r.kv = 0
-	for e.hasSlot() && len(e.queue) > 0 {
-		next := e.queue[0]
-		e.queue[0] = nil
-		e.queue = e.queue[1:]
-		e.dequeue(next.estimate)
-		e.admitLocked(next)
-		close(next.ready)
-	}
+	e.startQueuedLocked()
 }
 
 // Reset drops the whole prefix cache and emits AllBlocksCleared.
@@ -369,8 +392,9 @@ type Load struct {
 	// KVUsedTokens are the prompt and generated tokens of running requests; KVCapacityTokens is
 	// the cache size in tokens.
 	KVUsedTokens, KVCapacityTokens int64
-	// WaitingUncachedTokens estimates the prefill work queued (prompt tokens not in the cache
-	// when the request arrived); TotalTokens = KVUsedTokens + WaitingUncachedTokens.
+	// WaitingUncachedTokens estimates the prefill work not yet done: the queued requests'
+	// prompt tokens not in the cache when they arrived, plus what the prefill server has left
+	// of the request it serves; TotalTokens = KVUsedTokens + WaitingUncachedTokens.
 	WaitingUncachedTokens, TotalTokens int64
 	MaxRunning                         int64
 	// PrefillUncachedTokensTotal and PrefillBusyMicrosTotal are cumulative since start.
@@ -389,7 +413,7 @@ type Load struct {
 func (e *Engine) Load() Load {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.load(len(e.queue), 0)
+	return e.load(e.cfg.Clock.Now(), len(e.queue), 0)
 }
 
 // CachedPrefix returns how many leading tokens of tokens (of a base-model request without a

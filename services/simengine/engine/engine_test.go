@@ -267,6 +267,43 @@ func TestQueueFIFOAndCancellation(t *testing.T) {
 	}
 }
 
+// TestPrefillServerQueuesAndCancellation checks the live engine's single prefill server: a
+// request waits behind another's prefill although a slot is free, and cancelling the prefill
+// hands the server on.
+func TestPrefillServerQueuesAndCancellation(t *testing.T) {
+	t.Parallel()
+	e, err := New(Config{MaxRunning: 4, PrefillTokensPerSec: 1, DecodeMsPerToken: 1, Speed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	first, err := e.Submit(ctx1, Request{TokenIDs: seq(0, 64), MaxTokens: 1}) // 64 s of prefill
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.Load().Running == 1 })
+	second, err := e.Submit(context.Background(), Request{TokenIDs: seq(1000, 1), MaxTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.Load().Waiting == 1 })
+	if l := e.Load(); l.Running != 1 || l.WaitingUncachedTokens < 1 || l.WaitingUncachedTokens > 65 {
+		t.Errorf("load behind a prefill: %+v; want running 1 and 1..65 pending tokens", l)
+	}
+	cancel1()
+	if _, err := first.Result(); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled prefill: err %v", err)
+	}
+	if res, err := second.Result(); err != nil || res.CompletionTokens != 1 {
+		t.Errorf("second after the cancelled prefill: %+v, %v", res, err)
+	}
+	e.Wait()
+	if l := e.Load(); l.Running != 0 || l.Waiting != 0 || l.WaitingUncachedTokens != 0 {
+		t.Errorf("idle load: %+v", l)
+	}
+}
+
 func TestPrefillAndDecodeRoles(t *testing.T) {
 	t.Parallel()
 	p, rec, _ := newStepEngine(t, Config{Role: RolePrefill, BlockSize: 4})

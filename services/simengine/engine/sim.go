@@ -59,7 +59,8 @@ func NewSim(cfg Config) (*Sim, error) {
 func (s *Sim) Config() Config { return s.cfg }
 
 // Submit is the arrival of req at now. Events before now must have been stepped first. The
-// request starts at once when a slot is free and nobody waits, else it queues (FIFO). The Sim
+// request starts at once when a slot is free, the prefill server idle and nobody waits, else it
+// queues (FIFO). The Sim
 // keeps req.TokenIDs until the run finishes and does not modify them.
 func (s *Sim) Submit(now time.Time, req Request) (*SimRun, error) {
 	maxTokens, hashes, err := s.prepare(req)
@@ -78,13 +79,26 @@ func (s *Sim) Submit(now time.Time, req Request) (*SimRun, error) {
 	return r, nil
 }
 
-// start admits r at now and begins its prefill, as Engine's run does once acquire returns.
+// start admits r at now and begins its prefill, as Engine's admitLocked does.
 func (s *Sim) start(now time.Time, r *SimRun) {
 	r.kv = s.admit(len(r.prompt))
 	r.Admitted = now
-	r.CachedTokens = s.beginPrefill(len(r.prompt), r.hashes)
-	r.FirstToken = now.Add(s.prefillTime(len(r.prompt) - r.CachedTokens))
+	cached, prefill := s.beginPrefill(now, len(r.prompt), r.hashes)
+	r.CachedTokens = cached
+	r.FirstToken = now.Add(prefill)
 	s.running = append(s.running, r)
+}
+
+// startQueued starts queued runs at now while the head may start (one at a time behind the
+// prefill server; on a decode engine, one per free slot).
+func (s *Sim) startQueued(now time.Time) {
+	for s.canStart() && len(s.queue) > 0 {
+		next := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.dequeue(next.estimate)
+		s.start(now, next)
+	}
 }
 
 // finishAt is when a prefilled run produces its last token.
@@ -128,10 +142,12 @@ func (s *Sim) Step(now time.Time) []*SimRun {
 		}
 		r := s.running[idx]
 		if !r.prefilled {
-			// Prefill done: blocks stored, first token out, decoding begins.
+			// Prefill done: blocks stored, first token out, decoding begins, and the prefill
+			// server takes the head of the queue.
 			r.prefilled = true
 			s.endPrefill(r.prompt, r.hashes, r.lora, r.salt, len(r.prompt)-r.CachedTokens, r.FirstToken.Sub(r.Admitted))
 			s.decoding++
+			s.startQueued(at)
 			continue
 		}
 		// Last token: the run frees its slot, which goes to the head of the queue.
@@ -141,13 +157,7 @@ func (s *Sim) Step(now time.Time) []*SimRun {
 		s.running = append(s.running[:idx], s.running[idx+1:]...)
 		r.prompt, r.hashes = nil, nil
 		done = append(done, r)
-		for s.hasSlot() && len(s.queue) > 0 {
-			next := s.queue[0]
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
-			s.dequeue(next.estimate)
-			s.start(at, next)
-		}
+		s.startQueued(at)
 	}
 }
 
@@ -166,7 +176,7 @@ func (s *Sim) Load(now time.Time) Load {
 		}
 		generated += n
 	}
-	return s.load(len(s.queue), generated)
+	return s.load(now, len(s.queue), generated)
 }
 
 // CachedPrefixIn is Engine.CachedPrefixIn.

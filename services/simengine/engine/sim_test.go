@@ -74,8 +74,9 @@ func TestSimQueueing(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	a, _ := sim.Submit(t0, Request{TokenIDs: seq(1, 100), MaxTokens: 11}) // prefill 100 ms, decode 100 ms
 	b, _ := sim.Submit(t0.Add(50*time.Millisecond), Request{TokenIDs: seq(1, 102), MaxTokens: 1})
-	if l := sim.Load(t0.Add(50 * time.Millisecond)); l.Waiting != 1 || l.WaitingUncachedTokens != 102 {
-		t.Errorf("load with b queued: waiting %d, uncached %d; want 1, 102 (a's blocks not stored yet)", l.Waiting, l.WaitingUncachedTokens)
+	// Pending prefill: b's 102 (a's blocks not stored yet) and the 50 a has left.
+	if l := sim.Load(t0.Add(50 * time.Millisecond)); l.Waiting != 1 || l.WaitingUncachedTokens != 152 {
+		t.Errorf("load with b queued: waiting %d, uncached %d; want 1, 152", l.Waiting, l.WaitingUncachedTokens)
 	}
 	done := sim.Step(t0.Add(150 * time.Millisecond))
 	if l := sim.Load(t0.Add(150 * time.Millisecond)); l.KVUsedTokens != 100+6 || l.Decoding != 1 {
@@ -104,5 +105,71 @@ func TestSimQueueing(t *testing.T) {
 	}
 	if l := sim.Load(b.Finished); l.Running != 0 || l.KVUsedTokens != 0 || l.PrefillUncachedTokensTotal != 102 {
 		t.Errorf("final load %+v", l)
+	}
+}
+
+// TestSimPrefillIsFCFS checks that prefill is one server per engine: with free slots, requests
+// arriving together prefill one after another at the engine's rate, decode overlaps, and the
+// load report counts the queued and the remaining prefill work.
+func TestSimPrefillIsFCFS(t *testing.T) {
+	t.Parallel()
+	sim, err := NewSim(Config{BlockSize: 4, CacheBlocks: 100, PrefillTokensPerSec: 1000, DecodeMsPerToken: 10, MaxRunning: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	var runs []*SimRun
+	for i := range 3 {
+		r, err := sim.Submit(t0, Request{TokenIDs: seq(1000*(i+1), 100), MaxTokens: 21}) // 100 ms prefill, 200 ms decode
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	sim.Step(t0.Add(150 * time.Millisecond))
+	// a decodes, b has 50 tokens left, c (100 tokens) waits for the server though slots are free.
+	if l := sim.Load(t0.Add(150 * time.Millisecond)); l.Running != 2 || l.Waiting != 1 || l.Decoding != 1 || l.WaitingUncachedTokens != 150 {
+		t.Errorf("load at 150 ms: running %d waiting %d decoding %d pending %d; want 2, 1, 1, 150", l.Running, l.Waiting, l.Decoding, l.WaitingUncachedTokens)
+	}
+	for {
+		at, ok := sim.Next()
+		if !ok {
+			break
+		}
+		sim.Step(at)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for i, r := range runs {
+		wantTTFT, wantE2E := float64(100*(i+1)), float64(100*(i+1)+200)
+		if got, e2e := ms(r.FirstToken.Sub(r.Arrival)), ms(r.Finished.Sub(r.Arrival)); got != wantTTFT || e2e != wantE2E {
+			t.Errorf("run %d: TTFT %v ms, end to end %v ms; want %v, %v", i, got, e2e, wantTTFT, wantE2E)
+		}
+		if got := ms(r.Result().QueueTime); got != float64(100*i) {
+			t.Errorf("run %d: queue %v ms, want %v", i, got, 100*i)
+		}
+	}
+	// The measured rate (tokens over busy time) is the engine's rate, not a multiple of it.
+	if l := sim.Load(runs[2].Finished); l.PrefillUncachedTokensTotal != 300 || l.PrefillBusyMicrosTotal != 300_000 {
+		t.Errorf("prefill counters %d tokens, %d µs; want 300, 300000", l.PrefillUncachedTokensTotal, l.PrefillBusyMicrosTotal)
+	}
+}
+
+// TestSimDecodeRoleHasNoPrefillServer checks that a decode engine starts requests on free slots
+// alone.
+func TestSimDecodeRoleHasNoPrefillServer(t *testing.T) {
+	t.Parallel()
+	sim, err := NewSim(Config{Role: RoleDecode, PrefillTokensPerSec: 1, DecodeMsPerToken: 10, MaxRunning: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	for i := range 3 {
+		if _, err := sim.Submit(t0, Request{TokenIDs: seq(100*i, 64), MaxTokens: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sim.Step(t0)
+	if l := sim.Load(t0); l.Running != 2 || l.Waiting != 1 || l.WaitingUncachedTokens != 0 {
+		t.Errorf("decode engine load: running %d waiting %d pending %d; want 2, 1, 0", l.Running, l.Waiting, l.WaitingUncachedTokens)
 	}
 }
