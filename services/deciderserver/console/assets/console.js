@@ -262,8 +262,13 @@ async function fleetDetail(rows) {
   let e = rows.find((r) => r.id === id);
   if (!e) {
     const one = await api('/ui/api/fleet?' + new URLSearchParams({ id: id, limit: 1 }));
+    if (id !== fleet.selected) return;
     e = one.rows[0];
-    if (!e || id !== fleet.selected) return;
+    if (!e) { // the engine left the registry
+      fleet.selected = '';
+      $('fleet-detail').hidden = true;
+      return;
+    }
   }
   const num = (v) => fmt(v || 0);
   $('fleet-detail').hidden = false;
