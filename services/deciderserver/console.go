@@ -37,6 +37,7 @@ func newConsole(s *Server, mux *http.ServeMux, httpServer *http.Server, svc *dec
 		deps.Uncertain = in.kv.Uncertain
 		deps.Prefix = func() policy.PrefixSource { return in.shared.PrefixSource() }
 		deps.IndexStats = func() (kvindex.Stats, bool) { return in.shared.Index.Stats(), true }
+		deps.EngineBlocks = func(dst []int) []int { return in.shared.Index.EngineBlocks(dst) }
 	}
 	ui, err := console.New(s.logger, deps)
 	if err != nil {

@@ -94,6 +94,10 @@ func TestConsoleFleetQuery(t *testing.T) {
 	if strings.Join(ids, ",") != "d1,a2" || body["matched"].(float64) != 4 {
 		t.Errorf("fleet sort=-id offset=1 limit=2 = %v (matched %v), want d1,a2 of 4", ids, body["matched"])
 	}
+	// Without KV ingestion there is no per-engine block count (absent, not 0).
+	if _, ok := rows[0].(map[string]any)["kv_blocks"]; ok {
+		t.Errorf("row %v has kv_blocks without KV ingestion", rows[0])
+	}
 	summary := body["summary"].(map[string]any)
 	if summary["engines"].(float64) != 4 || summary["by_role"].(map[string]any)["plain"].(float64) != 2 {
 		t.Errorf("summary = %v, want 4 engines, 2 plain", summary)

@@ -345,6 +345,7 @@ func checkInvariants(t *testing.T, ix *Index) {
 	}
 	children := map[uint32]uint32{}
 	live, pairs := 0, 0
+	holderPairs := map[uint16]int{}
 	for i := range ix.nodes {
 		n := &ix.nodes[i]
 		if n.isFree() {
@@ -368,6 +369,7 @@ func checkInvariants(t *testing.T, ix *Index) {
 		es := ix.entries(n, &one)
 		for _, e := range es {
 			pairs++
+			holderPairs[e.holder()]++
 			fp ^= holderBit(e.holder())
 		}
 		if n.spilled() && len(es) < 2 {
@@ -395,6 +397,9 @@ func checkInvariants(t *testing.T, ix *Index) {
 	nstale := 0
 	for i := range ix.holders {
 		hs := &ix.holders[i]
+		if hs.pairs != holderPairs[uint16(i)] {
+			t.Errorf("holder %d (%v, live %v): pairs counter %d, %d entries on nodes", i, hs.id, hs.live, hs.pairs, holderPairs[uint16(i)])
+		}
 		if hs.stale {
 			nstale++
 		}

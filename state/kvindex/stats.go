@@ -54,3 +54,27 @@ func (ix *Index) Stats() Stats {
 	s.Bytes = b
 	return s
 }
+
+// EngineBlocks returns the (block, rank) pairs each engine's ranks hold in any tier (the blocks
+// indexed for the engine, a block held by two of its ranks counted twice), indexed by the
+// engine's slot: dst, reset and grown as needed, with 0 for engines that hold nothing or have
+// no holder. It reads the holders' own pair counts, kept where entries are added and removed,
+// so it costs one pass over the holders (at most 65,536) under the read lock and adds nothing
+// to Store, Remove or Lookup. It is meant for diagnostics (the decider's console); pass the
+// previous result as dst to reuse it.
+func (ix *Index) EngineBlocks(dst []int) []int {
+	dst = dst[:0]
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i := range ix.holders {
+		hs := &ix.holders[i]
+		if !hs.live {
+			continue
+		}
+		if e := int(hs.id.Engine); e >= len(dst) {
+			dst = append(dst, make([]int, e+1-len(dst))...)
+		}
+		dst[hs.id.Engine] += hs.pairs
+	}
+	return dst
+}

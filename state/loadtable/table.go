@@ -370,3 +370,66 @@ func unixNanos(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+// RankLoad is one data-parallel rank's latest report as the table holds it, for diagnostics
+// (the decider's console); pickers read the summed View instead.
+type RankLoad struct {
+	Rank int32
+	// Reported is false for a rank of the advertised size that has not reported in this
+	// epoch; the other fields are then zero.
+	Reported bool
+	// Seq and CapturedAt are the rank's last applied report's; Fresh says whether that report
+	// is within the freshness window at the time Ranks was asked about.
+	Seq        uint64
+	CapturedAt time.Time
+	Fresh      bool
+	// Running, Waiting, KVUsedTokens and KVCapacityTokens are the rank's basic fields.
+	Running, Waiting, KVUsedTokens, KVCapacityTokens int64
+	// Native reports whether the rank sent the native extension; WaitingUncachedTokens is
+	// then its field (zero otherwise).
+	Native                bool
+	WaitingUncachedTokens int64
+	// PrefillRate is the rank's prefill throughput estimate in uncached tokens per second,
+	// 0 while unknown.
+	PrefillRate float64
+}
+
+// Age returns how old the rank's report is at now (0 when CapturedAt is ahead of now, or
+// the rank has not reported).
+func (r RankLoad) Age(now time.Time) time.Duration {
+	if !r.Reported {
+		return 0
+	}
+	return max(now.Sub(r.CapturedAt), 0)
+}
+
+// Ranks appends the engine's per-rank load, judged fresh or not against now, to dst and
+// returns it with the engine's epoch: one entry per rank of the advertised data-parallel size
+// (or per rank seen, when the size is not advertised), in rank order. It reports false for an
+// engine with no state in the table. It takes the writers' lock for one copy of the engine's
+// ranks, so it suits diagnostics, not the request path.
+func (t *Table) Ranks(id string, now time.Time, dst []RankLoad) ([]RankLoad, uint64, bool) {
+	nowNanos := unixNanos(now)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.engines[id]
+	if !ok {
+		return dst, 0, false
+	}
+	n := max(int(e.ranks), len(e.rank))
+	for i := range n {
+		rl := RankLoad{Rank: int32(i)}
+		if i < len(e.rank) && e.rank[i].present {
+			rs := &e.rank[i]
+			rl.Reported, rl.Seq, rl.CapturedAt = true, rs.seq, rs.capturedAt
+			rl.Fresh = nowNanos <= unixNanos(rs.capturedAt.Add(t.cfg.Freshness))
+			rl.Running, rl.Waiting, rl.KVUsedTokens, rl.KVCapacityTokens = rs.running, rs.waiting, rs.kvUsed, rs.kvCap
+			rl.Native, rl.PrefillRate = rs.native, rs.rate
+			if rs.native {
+				rl.WaitingUncachedTokens = rs.n.WaitingUncachedTokens
+			}
+		}
+		dst = append(dst, rl)
+	}
+	return dst, e.epoch, true
+}

@@ -790,3 +790,66 @@ func TestResetEngineBefore(t *testing.T) {
 		t.Errorf("a report after the reset must start afresh: %v", err)
 	}
 }
+
+// TestRanksPerRank reads each rank as last reported: ranks of the advertised size that have not
+// reported are listed as such, freshness is judged per rank, a shrunk size drops ranks, a new
+// epoch starts over and a removed engine is unknown.
+func TestRanksPerRank(t *testing.T) {
+	t.Parallel()
+	tbl, st, clk := newTable(t, Config{Freshness: 2 * time.Second})
+	if got, _, ok := tbl.Ranks("e", t0, nil); ok || len(got) != 0 {
+		t.Fatalf("Ranks of an unknown engine = %v, %v; want none, false", got, ok)
+	}
+	mustApply(t, tbl, ranked(basic("e", 1, t0, 3, 1), 0, 4))
+	mustApply(t, tbl, native(ranked(basic("e", 1, t0.Add(-time.Second), 5, 2), 2, 4), Native{WaitingUncachedTokens: 700, TotalTokens: 10, MaxRunningRequests: 8}))
+	now := t0.Add(1500 * time.Millisecond)
+	got, ep, ok := tbl.Ranks("e", now, make([]RankLoad, 0, 8))
+	if !ok || ep != 1 {
+		t.Fatalf("Ranks = %v, epoch %d, %v; want epoch 1, true", got, ep, ok)
+	}
+	want := []RankLoad{
+		{Rank: 0, Reported: true, Seq: 1, CapturedAt: t0, Fresh: true, Running: 3, Waiting: 1, KVUsedTokens: 100, KVCapacityTokens: 1000},
+		{Rank: 1},
+		{Rank: 2, Reported: true, Seq: 1, CapturedAt: t0.Add(-time.Second), Fresh: false, Running: 5, Waiting: 2, KVUsedTokens: 100, KVCapacityTokens: 1000,
+			Native: true, WaitingUncachedTokens: 700},
+		{Rank: 3},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Ranks (-want +got):\n%s", d)
+	}
+	if a := got[0].Age(now); a != 1500*time.Millisecond {
+		t.Errorf("rank 0 Age = %v, want 1.5s", a)
+	}
+	if a := got[1].Age(now); a != 0 {
+		t.Errorf("unreported rank Age = %v, want 0", a)
+	}
+	if a := got[0].Age(t0.Add(-time.Second)); a != 0 {
+		t.Errorf("Age before the capture = %v, want 0 (clock skew)", a)
+	}
+	// The summed view is unknown while ranks 1 and 3 have not reported; Ranks still lists them.
+	if _, ok := view(t, tbl, st, "e"); ok {
+		t.Error("View known with ranks missing")
+	}
+	// A smaller advertised size drops the ranks above it.
+	clk.Set(t0.Add(time.Second))
+	mustApply(t, tbl, ranked(basic("e", 2, t0.Add(time.Second), 4, 0), 0, 2))
+	if got, _, _ := tbl.Ranks("e", t0.Add(time.Second), nil); len(got) != 2 || got[0].Seq != 2 || got[1].Reported {
+		t.Errorf("after dp size 2: Ranks = %+v, want rank 0 at seq 2 and rank 1 unreported", got)
+	}
+	// A newer epoch discards the old ranks.
+	mustApply(t, tbl, epoch(basic("e", 1, t0.Add(time.Second), 9, 9), 2))
+	if got, ep, _ := tbl.Ranks("e", t0.Add(time.Second), nil); ep != 2 || len(got) != 1 || got[0].Running != 9 {
+		t.Errorf("after epoch 2: Ranks = %+v epoch %d, want one rank running 9 in epoch 2", got, ep)
+	}
+	tbl.RemoveEngine("e")
+	if got, _, ok := tbl.Ranks("e", now, nil); ok || len(got) != 0 {
+		t.Errorf("Ranks of a removed engine = %v, %v; want none, false", got, ok)
+	}
+}
+
+func mustApply(t *testing.T, tbl *Table, r Report) {
+	t.Helper()
+	if err := tbl.Apply(r); err != nil {
+		t.Fatalf("Apply(%+v) = %v", r, err)
+	}
+}

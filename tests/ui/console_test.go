@@ -51,28 +51,25 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// devToken is the admin token the dev stack runs with (`sluice dev -admin-token`); its console
-// reads need it, as its admin API reads do.
-const devToken = "ui-dev-admin"
-
-// startDevStack runs `sluice dev` in process on free ports and returns the gateway URL and
-// the console URL its banner prints.
-func startDevStack(t *testing.T) (gateway, consoleURL string) {
+// startDevStack runs `sluice dev` in process on free ports and returns the gateway URL, the
+// console URL and the admin token its banner prints.
+func startDevStack(t *testing.T) (gateway, consoleURL, token string) {
 	t.Helper()
 	cfg := devstack.DefaultConfig()
-	cfg.AdminToken = devToken
 	cfg.GatewayAddr, cfg.DeciderGRPCAddr, cfg.DeciderHTTPAddr, cfg.LinkAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Speed = 50
 	var out syncBuffer
 	testrun.Background(t, func(ctx context.Context) error { return devstack.Run(ctx, slog.New(slog.DiscardHandler), cfg, &out) })
 	gwRE := regexp.MustCompile(`gateway \(OpenAI API \+ REST\)\s+(http://\S+)`)
 	uiRE := regexp.MustCompile(`console \(web UI\)\s+(http://\S+/ui/)`)
+	tokRE := regexp.MustCompile(`admin token\s+(\S+)`)
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		if g, u := gwRE.FindStringSubmatch(out.String()), uiRE.FindStringSubmatch(out.String()); g != nil && u != nil {
-			return g[1], u[1]
+		g, u, k := gwRE.FindStringSubmatch(out.String()), uiRE.FindStringSubmatch(out.String()), tokRE.FindStringSubmatch(out.String())
+		if g != nil && u != nil && k != nil {
+			return g[1], u[1], k[1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sluice dev printed no gateway and console URL within 60s:\n%s", out.String())
+			t.Fatalf("sluice dev printed no gateway URL, console URL and admin token within 60s:\n%s", out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -128,15 +125,19 @@ func chatLong(t *testing.T, gateway, requestID string) {
 // appears in the live decision tail with its detail, the dry-run form explains a Decide, and
 // no page logs an error. Every page is saved as a screenshot.
 func TestConsoleDevStack(t *testing.T) {
-	gateway, consoleURL := startDevStack(t)
+	gateway, consoleURL, token := startDevStack(t)
 	tab, b := newBrowser(t)
 
-	// As a dev user does: the page asks for a token, they paste the one dev printed.
-	b.run(tab, "fleet page asks for the token", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
-		poll(`!document.getElementById('banner').hidden && /viewer token/.test(document.getElementById('banner').textContent)`))
-	b.takeErrors() // the 401s before the token was entered are the point of the banner
-	b.run(tab, "fleet page", 60*time.Second, setValue(`#token`, devToken), click(`#token-form button`),
-		waitFor(`body[data-rendered="fleet"]`))
+	// sluice dev has an admin token (printed in its banner), so the console asks for one;
+	// an admin token reads what a viewer token does.
+	b.run(tab, "fleet page", 60*time.Second, chromedp.Navigate(consoleURL+"#/fleet"),
+		poll(`/viewer token/.test(document.getElementById('banner').textContent)`),
+		setValue(`#token`, token), click(`#token-form button`), waitFor(`body[data-rendered="fleet"]`))
+	for _, e := range b.takeErrors() { // the reads before the token was entered
+		if !strings.Contains(e, "401") {
+			t.Errorf("unexpected page error before the token: %s", e)
+		}
+	}
 	for _, id := range []string{"plain-1", "plain-2", "prefill-1", "decode-1"} {
 		b.run(tab, "fleet lists "+id, 30*time.Second, waitFor(fmt.Sprintf(`#fleet-table [data-engine=%q]`, id)))
 	}
@@ -194,6 +195,26 @@ func TestConsoleDevStack(t *testing.T) {
 	b.screenshot(tab, "cache")
 	b.noErrors("cache")
 
+	// The same KV events, per engine on the fleet: an engine that served the long prompts holds
+	// blocks in the index, and every engine has a count.
+	b.run(tab, "fleet: KV blocks per engine", 30*time.Second, chromedp.Navigate(consoleURL+"#/fleet"), waitFor(`body[data-rendered="fleet"]`),
+		poll(`[...document.querySelectorAll('#fleet-table [data-engine^="plain-"] .blocks')].some((c) => parseInt(c.textContent.replace(/,/g, ''), 10) > 0)`))
+	blocks := value(tab, b, "KV blocks per engine", chromedp.Evaluate[string](
+		`[...document.querySelectorAll('#fleet-table [data-engine]')].map((r) => r.dataset.engine + '=' + r.querySelector('.blocks').textContent).join(' ')`))
+	if strings.Contains(blocks, "—") {
+		t.Errorf("fleet KV blocks per engine = %q; want a count for every engine (the dev stack ingests KV events)", blocks)
+	}
+	cards = b.text(tab, "#fleet-cards")
+	if !regexp.MustCompile(`[1-9][\d,]*\s*KV blocks indexed`).MatchString(cards) {
+		t.Errorf("fleet cards = %q, want a non-zero KV blocks indexed", cards)
+	}
+	b.run(tab, "fleet: one engine's ranks", 30*time.Second, click(`#fleet-table [data-engine="plain-1"]`), waitFor(`#rank-table tr[data-rank="0"]`))
+	if d := b.text(tab, "#fleet-detail"); !strings.Contains(d, "KV blocks indexed") || !strings.Contains(d, "fresh") {
+		t.Errorf("plain-1 detail = %q, want its blocks and a fresh rank 0", d)
+	}
+	b.screenshot(tab, "fleet-blocks")
+	b.noErrors("fleet blocks")
+
 	b.run(tab, "history page", 30*time.Second, chromedp.Navigate(consoleURL+"#/history"), waitFor(`body[data-rendered="history"]`),
 		waitFor(`#versions [data-version="1"]`), click(`#versions [data-version="1"]`), waitFor(`#diff span`))
 	b.screenshot(tab, "history")
@@ -224,14 +245,25 @@ func fleetDecider(t *testing.T, n int) (*deciderserver.Server, string) {
 		t.Fatal(err)
 	}
 	testrun.Background(t, srv.Run)
-	// Every engine reports its load each second, like a fleet behind enginelink.
+	// Every engine reports its load each second, like a fleet behind enginelink. Odd engines
+	// have two data-parallel ranks: rank 1's reports are 1.5 s older and its KV usage differs;
+	// e0003's rank 1 is stuck (its reports are 10 s old, beyond the 5 s freshness), so e0003's
+	// summed load is unknown and only its ranks say why.
+	start := time.Now()
 	report := func(seq uint64) error {
 		now := time.Now()
 		for i := range n {
 			ranks := int32(1 + i%2)
 			for r := range ranks {
+				at, used := now, int64(i*37)%1000
+				if r == 1 {
+					at, used = now.Add(-1500*time.Millisecond), int64(i*37+500)%1000
+				}
+				if i == 3 && r == 1 {
+					at = start.Add(-10 * time.Second)
+				}
 				err := srv.LoadTable().Apply(loadtable.Report{EngineID: fmt.Sprintf("e%04d", i), Epoch: 1, Seq: seq, Rank: r, Ranks: ranks,
-					CapturedAt: now, Running: int64(i % 11), Waiting: int64(i % 3), KVUsedTokens: int64(i*37) % 1000, KVCapacityTokens: 1000})
+					CapturedAt: at, Running: int64(i % 11), Waiting: int64(i % 3), KVUsedTokens: used, KVCapacityTokens: 1000})
 				if err != nil {
 					return err
 				}
@@ -386,6 +418,75 @@ func TestConsoleTokensAndRollback(t *testing.T) {
 	}
 }
 
+// TestConsoleFleetRanks shows load per data-parallel rank in the browser: one bar per rank in
+// the table (a stuck rank marked), and a click opens the engine's ranks with their own ages
+// and KV usage; an engine whose summed load is unknown because one rank is stuck says so.
+func TestConsoleFleetRanks(t *testing.T) {
+	_, base := fleetDecider(t, 64)
+	tab, b := newBrowser(t)
+	b.run(tab, "fleet", 30*time.Second, chromedp.Navigate(base+"#/fleet"), setValue(`#token`, viewerToken),
+		click(`#token-form button`), waitFor(`body[data-rendered="fleet"]`), waitFor(`[data-engine="e0003"]`))
+	for _, e := range b.takeErrors() { // the reads before the token was entered
+		if !strings.Contains(e, "401") {
+			t.Errorf("unexpected page error before the token: %s", e)
+		}
+	}
+	if n := b.count(tab, `[data-engine="e0001"] .ranks i`); n != 2 {
+		t.Errorf("e0001 (dp 2) shows %d rank bars, want 2", n)
+	}
+	if n := b.count(tab, `[data-engine="e0002"] .ranks i`); n != 1 {
+		t.Errorf("e0002 (dp 1) shows %d rank bars, want 1", n)
+	}
+	if n := b.count(tab, `[data-engine="e0003"] .ranks i.stale[data-rank="1"]`); n != 1 {
+		t.Errorf("e0003's stuck rank 1 is not marked stale in the table")
+	}
+	if c := b.text(tab, `[data-engine="e0003"] .rank-cell`); !strings.Contains(c, "1/2") {
+		t.Errorf("e0003 ranks cell = %q, want 1/2 fresh", c)
+	}
+	b.run(tab, "e0001's ranks", 30*time.Second, click(`#fleet-table [data-engine="e0001"]`), waitFor(`#rank-table tr[data-rank="1"]`))
+	cells := func(rank int) []string {
+		t.Helper()
+		return strings.Split(value(tab, b, "rank row", chromedp.Evaluate[string](fmt.Sprintf(
+			`[...document.querySelectorAll('#rank-table tr[data-rank="%d"] td')].map((c) => c.textContent).join('|')`, rank))), "|")
+	}
+	// Columns: rank, report, age, running, waiting, KV used, KV capacity, KV usage, ...
+	r0, r1 := cells(0), cells(1)
+	if len(r0) < 8 || len(r1) < 8 {
+		t.Fatalf("rank rows = %q, %q", r0, r1)
+	}
+	if r0[1] != "fresh" || r0[5] != "37" || r0[7] != "3.7%" || r1[1] != "fresh" || r1[5] != "537" || r1[7] != "53.7%" {
+		t.Errorf("e0001 ranks = %q / %q; want both fresh, KV used 37 (3.7%%) and 537 (53.7%%)", r0, r1)
+	}
+	// Rank 1's reports are 1.5 s older than rank 0's: its age shows it.
+	age := func(s string) time.Duration {
+		d, err := time.ParseDuration(strings.ReplaceAll(strings.ReplaceAll(s, " ", ""), "min", "m"))
+		if err != nil {
+			t.Errorf("age %q: %v", s, err)
+		}
+		return d
+	}
+	if a0, a1 := age(r0[2]), age(r1[2]); a1 < 1400*time.Millisecond || a1 <= a0 {
+		t.Errorf("e0001 rank ages %s and %s; want rank 1 older, >= 1.5 s", r0[2], r1[2])
+	}
+	b.screenshot(tab, "fleet-ranks")
+	b.run(tab, "e0003's ranks", 30*time.Second, click(`#fleet-table [data-engine="e0003"]`),
+		poll(`/^e0003/.test(document.querySelector('#fleet-detail h3').textContent)`), waitFor(`#rank-table tr[data-rank="1"]`))
+	if h := b.text(tab, "#fleet-detail h3"); !strings.Contains(h, "summed load unknown") {
+		t.Errorf("e0003 detail heading = %q, want the summed load unknown", h)
+	}
+	if r := cells(1); r[1] != "stale" || age(r[2]) < 10*time.Second {
+		t.Errorf("e0003 rank 1 = %q, want stale and >= 10 s old", r)
+	}
+	// The detail follows its engine when the table scrolls away from it.
+	b.run(tab, "scroll away", 30*time.Second, eval(`document.querySelector('#fleet-table .vt-body').scrollTop = 1e9`),
+		waitFor(`[data-engine="e0063"]`), poll(`document.querySelector('[data-engine="e0003"]') === null`))
+	time.Sleep(2500 * time.Millisecond) // one refresh with e0003 out of the page
+	if h := b.text(tab, "#fleet-detail h3"); !strings.HasPrefix(h, "e0003") {
+		t.Errorf("after scrolling away: detail heading = %q, want e0003's still", h)
+	}
+	b.noErrors("fleet ranks")
+}
+
 // TestConsoleFirstRender measures every page's first render and weight with fleets of 64 and
 // 1,000 engines, fleet sizes and pages interleaved over several rounds; the medians are logged
 // and written to first-render.txt in the artifacts directory (figures in BENCHMARKS.md).
@@ -406,8 +507,12 @@ func TestConsoleFirstRender(t *testing.T) {
 	renders, readies, apis := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	weights := map[string]float64{}
 	for _, tg := range targets {
+		// The history page's two reads are refused (no token yet): wait for both answers and
+		// leave the page, so that their errors are collected here and not in round 0.
 		b.run(tab, "viewer token", 30*time.Second, chromedp.Navigate(tg.base+"#/history"),
-			eval(fmt.Sprintf(`sessionStorage.setItem('sluice.viewerToken', %q)`, viewerToken)))
+			eval(fmt.Sprintf(`sessionStorage.setItem('sluice.viewerToken', %q)`, viewerToken)),
+			poll(`['/v1/admin/versions', '/ui/api/buckets'].every((p) => performance.getEntriesByType('resource').some((e) => e.name.includes(p)))`),
+			chromedp.Navigate("about:blank"))
 	}
 	for _, e := range b.takeErrors() { // the reads before the token was set
 		if !strings.Contains(e, "401") {

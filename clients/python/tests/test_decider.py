@@ -68,6 +68,36 @@ def test_explain_lists_buckets_stages_and_candidates(decider: Decider) -> None:
     assert stage.picked_engine_id in {c.engine_id for c in stage.candidates}
 
 
+def test_ttft_slo_ms_reaches_the_decider(decider: Decider) -> None:
+    # The seeded configuration does not enable ttft_slo: the decider echoes the target in the
+    # explanation and says it was ignored; without the keyword the request carries none.
+    resp = decider.explain("chat", 10, ttft_slo_ms=250.5)
+    assert resp.explain.HasField("ttft_slo")
+    assert resp.explain.ttft_slo.target_ms == 250.5
+    assert resp.explain.ttft_slo.status == "disabled"
+    assert list(resp.explain.ttft_slo.buckets) == []
+    assert not decider.explain("chat", 10).explain.HasField("ttft_slo")
+    # Zero is a target (proto3 optional: set, not absent); disabled, it is ignored like any.
+    assert decider.dry_run("chat", 10, explain=True, ttft_slo_ms=0).explain.ttft_slo.target_ms == 0
+    held = decider.decide("chat", 10, ttft_slo_ms=100, explain=True)
+    try:
+        assert held.lease_id and held.explain.ttft_slo.target_ms == 100
+    finally:
+        decider.release(held.lease_id)
+
+
+@pytest.mark.asyncio
+async def test_async_ttft_slo_ms(env: Env) -> None:
+    async with AsyncDecider(env.grpc, token=env.decide_token, timeout=5.0) as d:
+        resp = await d.explain("chat", 10, ttft_slo_ms=75)
+        assert resp.explain.ttft_slo.target_ms == 75 and resp.explain.ttft_slo.status == "disabled"
+        resp = await d.dry_run("chat", 10, explain=True, ttft_slo_ms=float("nan"))
+        assert resp.explain.HasField("ttft_slo")  # NaN is sent as is; disabled, the decider ignores it
+        held = await d.decide("chat", 10, ttft_slo_ms=100)
+        assert held.lease_id
+        assert await d.release(held.lease_id) is True
+
+
 def test_a_whole_request_message_is_accepted(decider: Decider) -> None:
     resp = decider.decide(request=DecideRequest(model="chat", input_tokens=8, dry_run=True))
     assert resp.bucket_id == "chat" and resp.lease_id == ""

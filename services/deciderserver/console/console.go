@@ -55,6 +55,9 @@ type Deps struct {
 	Prefix func() policy.PrefixSource
 	// IndexStats returns the prefix index's counters; false without KV ingestion.
 	IndexStats func() (kvindex.Stats, bool)
+	// EngineBlocks returns the blocks the prefix index holds per engine, indexed by slot
+	// (kvindex.Index.EngineBlocks); nil without KV ingestion.
+	EngineBlocks func(dst []int) []int
 	// Authorize checks a request for the viewer permission (admin reads, same rules as the
 	// admin API); an *AccessError says why not.
 	Authorize func(r *http.Request) error
@@ -94,7 +97,7 @@ func New(logger *slog.Logger, deps Deps) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{logger: logger, deps: deps, closed: make(chan struct{}),
-		fleet:  &fleetSources{reg: deps.Registry, load: deps.Load, leases: deps.Leases, health: deps.Health, uncertain: deps.Uncertain},
+		fleet:  &fleetSources{reg: deps.Registry, load: deps.Load, leases: deps.Leases, health: deps.Health, uncertain: deps.Uncertain, blocks: deps.EngineBlocks},
 		static: http.StripPrefix(Prefix, http.FileServerFS(sub))}
 	slot := func(id string) (uint32, bool) {
 		w, ok := deps.Registry.Snapshot().Get(id)
@@ -189,7 +192,7 @@ func intParam(r *http.Request, name string, def, maxV int) (int, error) {
 }
 
 func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request) {
-	q := fleetQuery{q: r.URL.Query().Get("q"), role: r.URL.Query().Get("role"), health: r.URL.Query().Get("health"), sort: r.URL.Query().Get("sort")}
+	q := fleetQuery{id: r.URL.Query().Get("id"), q: r.URL.Query().Get("q"), role: r.URL.Query().Get("role"), health: r.URL.Query().Get("health"), sort: r.URL.Query().Get("sort")}
 	var err error
 	if q.offset, err = intParam(r, "offset", 0, 1<<30); err == nil {
 		q.limit, err = intParam(r, "limit", 100, 1000)
@@ -206,7 +209,7 @@ func (c *Console) serveFleet(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := strings.TrimPrefix(q.sort, "-"); s != "" {
 		if _, ok := fleetColumns[s]; !ok {
-			writeError(w, http.StatusBadRequest, "INVALID_QUERY", "query parameter sort "+strconv.Quote(q.sort)+": want one of id, role, health, running, waiting, kv, inflight, age (- prefix: descending)")
+			writeError(w, http.StatusBadRequest, "INVALID_QUERY", "query parameter sort "+strconv.Quote(q.sort)+": want one of id, role, health, running, waiting, kv, inflight, age, blocks (- prefix: descending)")
 			return
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
+	"github.com/sluicehq/sluice/state/slots"
 )
 
 // EngineRow is one engine on the Fleet page.
@@ -26,43 +27,76 @@ type EngineRow struct {
 	ProbeOK      bool   `json:"probe_ok"`
 	Breaker      string `json:"breaker"`
 	Drained      bool   `json:"drained,omitempty"`
-	// DPSize is the advertised data-parallel size; Ranks the ranks the load view sums.
+	// DPSize is the registry's data-parallel size; Ranks the ranks the load view sums.
 	DPSize    int32 `json:"dp_size,omitempty"`
 	LoadKnown bool  `json:"load_known"`
 	Ranks     int32 `json:"ranks,omitempty"`
 	// LoadAgeMillis is the age of the stalest rank's report.
-	LoadAgeMillis int64   `json:"load_age_ms,omitempty"`
-	Running       int64   `json:"running"`
-	Waiting       int64   `json:"waiting"`
-	KVUsed        int64   `json:"kv_used_tokens"`
-	KVCapacity    int64   `json:"kv_capacity_tokens"`
-	KVUsage       float64 `json:"kv_usage"` // KVUsed / KVCapacity, 0 when unknown
-	InFlight      int64   `json:"inflight"`
+	LoadAgeMillis int64 `json:"load_age_ms,omitempty"`
+	// RankLoad is each rank's last report as the load table holds it, also when the summed
+	// view is unknown (a rank missing or stale says which); only on the rows of the page.
+	RankLoad []RankRow `json:"rank_load,omitempty"`
+	// KVBlocks is the blocks the prefix index holds for the engine, summed over its ranks;
+	// absent without KV ingestion.
+	KVBlocks *int `json:"kv_blocks,omitempty"`
+	// The engine's summed load: running and waiting requests, KV tokens used and capacity.
+	Running    int64   `json:"running"`
+	Waiting    int64   `json:"waiting"`
+	KVUsed     int64   `json:"kv_used_tokens"`
+	KVCapacity int64   `json:"kv_capacity_tokens"`
+	KVUsage    float64 `json:"kv_usage"` // KVUsed / KVCapacity, 0 when unknown
+	InFlight   int64   `json:"inflight"`
 	// Uncertain flags an engine whose KV residency the index cannot vouch for (a gap in its
 	// event stream until a replay or a clear repairs it).
 	Uncertain bool `json:"uncertain,omitempty"`
+
+	slot slots.Slot
+}
+
+// RankRow is one data-parallel rank's load on the Fleet page.
+type RankRow struct {
+	Rank int32 `json:"rank"`
+	// Reported is false for a rank of the advertised size that has sent nothing this epoch.
+	Reported bool `json:"reported"`
+	// Fresh is whether the report is within the decider's load freshness window; AgeMillis
+	// is its age.
+	Fresh      bool    `json:"fresh,omitempty"`
+	AgeMillis  int64   `json:"age_ms,omitempty"`
+	Running    int64   `json:"running,omitempty"`
+	Waiting    int64   `json:"waiting,omitempty"`
+	KVUsed     int64   `json:"kv_used_tokens,omitempty"`
+	KVCapacity int64   `json:"kv_capacity_tokens,omitempty"`
+	KVUsage    float64 `json:"kv_usage,omitempty"`
+	// WaitingUncached and PrefillRate (uncached tokens/s) come from the native extension;
+	// absent when the rank does not send it or the rate is not known yet.
+	WaitingUncached int64   `json:"waiting_uncached_tokens,omitempty"`
+	PrefillRate     float64 `json:"prefill_rate,omitempty"`
 }
 
 // FleetSummary is the whole fleet aggregated on the server, so the page never needs every row.
 type FleetSummary struct {
-	Engines     int            `json:"engines"`
-	Healthy     int            `json:"healthy"`
-	Unhealthy   int            `json:"unhealthy"`
-	Drained     int            `json:"drained"`
-	BreakerOpen int            `json:"breaker_open"`
-	LoadUnknown int            `json:"load_unknown"`
-	Uncertain   int            `json:"uncertain"`
-	InFlight    int64          `json:"inflight"`
-	Running     int64          `json:"running"`
-	Waiting     int64          `json:"waiting"`
-	ByRole      map[string]int `json:"by_role"`
-	ByModel     map[string]int `json:"by_model"`
+	Engines     int   `json:"engines"`
+	Healthy     int   `json:"healthy"`
+	Unhealthy   int   `json:"unhealthy"`
+	Drained     int   `json:"drained"`
+	BreakerOpen int   `json:"breaker_open"`
+	LoadUnknown int   `json:"load_unknown"`
+	Uncertain   int   `json:"uncertain"`
+	InFlight    int64 `json:"inflight"`
+	Running     int64 `json:"running"`
+	Waiting     int64 `json:"waiting"`
+	// KVBlocks is the engines' indexed blocks summed ((block, rank) pairs, so a block two
+	// engines hold counts twice).
+	KVBlocks int            `json:"kv_blocks"`
+	ByRole   map[string]int `json:"by_role"`
+	ByModel  map[string]int `json:"by_model"`
 	// KVUsageHistogram counts engines with known load by KV usage in tenths (0-10%, ... 90-100%).
 	KVUsageHistogram [10]int `json:"kv_usage_histogram"`
 }
 
 // fleetQuery selects, orders and pages the rows.
 type fleetQuery struct {
+	id     string // exactly this engine
 	q      string // substring of id, model, URL or health reason
 	role   string
 	health string // "", "healthy", "unhealthy", "drained", "uncertain"
@@ -85,18 +119,24 @@ type fleetSources struct {
 	leases    *inflight.Tracker
 	health    func(id string) enginehealth.State
 	uncertain func(id string) bool
+	blocks    func(dst []int) []int // per engine slot; nil without KV ingestion
 }
 
-func (f *fleetSources) rows() []EngineRow {
+// rows builds every engine's row and returns them with the time load was judged against.
+func (f *fleetSources) rows() ([]EngineRow, time.Time) {
 	reg := f.reg.Snapshot()
 	snap := f.load.Snapshot()
 	now := snap.Now()
 	out := make([]EngineRow, 0, reg.Len())
+	var blocks []int
+	if f.blocks != nil {
+		blocks = f.blocks(nil)
+	}
 	for _, w := range reg.Engines() {
 		h, _ := reg.Health(w.ID)
 		r := EngineRow{ID: w.ID, Role: w.Role.String(), Models: w.Models, URL: w.URL, Kind: w.Labels["engine"],
 			Healthy: h.Healthy, HealthReason: h.Reason, Drained: w.Drained(), DPSize: w.DPSize, ProbeOK: true, Breaker: enginehealth.BreakerClosed,
-			InFlight: f.leases.InFlight(w.Slot)}
+			InFlight: f.leases.InFlight(w.Slot), slot: w.Slot}
 		if !h.Since.IsZero() {
 			r.HealthSince = h.Since.UTC().Format(time.RFC3339)
 		}
@@ -106,6 +146,13 @@ func (f *fleetSources) rows() []EngineRow {
 		}
 		if f.uncertain != nil {
 			r.Uncertain = f.uncertain(w.ID)
+		}
+		if f.blocks != nil {
+			n := 0
+			if int(w.Slot) < len(blocks) {
+				n = blocks[w.Slot]
+			}
+			r.KVBlocks = &n
 		}
 		if v, ok := snap.View(w.Slot); ok {
 			r.LoadKnown, r.Ranks = true, v.Ranks
@@ -117,7 +164,33 @@ func (f *fleetSources) rows() []EngineRow {
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, now
+}
+
+// addRanks fills in the rows' per-rank load, judged against now. It takes the load table's
+// writer lock once per row, so it runs for the page's rows only.
+func (f *fleetSources) addRanks(rows []EngineRow, now time.Time) {
+	var buf []loadtable.RankLoad
+	for i := range rows {
+		r := &rows[i]
+		buf, _, _ = f.load.Ranks(r.ID, now, buf[:0])
+		if len(buf) == 0 {
+			continue
+		}
+		r.RankLoad = make([]RankRow, len(buf))
+		for k, rl := range buf {
+			rr := RankRow{Rank: rl.Rank, Reported: rl.Reported}
+			if rl.Reported {
+				rr.Fresh, rr.AgeMillis = rl.Fresh, rl.Age(now).Milliseconds()
+				rr.Running, rr.Waiting, rr.KVUsed, rr.KVCapacity = rl.Running, rl.Waiting, rl.KVUsedTokens, rl.KVCapacityTokens
+				if rl.KVCapacityTokens > 0 {
+					rr.KVUsage = float64(rl.KVUsedTokens) / float64(rl.KVCapacityTokens)
+				}
+				rr.WaitingUncached, rr.PrefillRate = rl.WaitingUncachedTokens, rl.PrefillRate
+			}
+			r.RankLoad[k] = rr
+		}
+	}
 }
 
 func summarize(rows []EngineRow) FleetSummary {
@@ -139,6 +212,9 @@ func summarize(rows []EngineRow) FleetSummary {
 			s.Uncertain++
 		}
 		s.InFlight += r.InFlight
+		if r.KVBlocks != nil {
+			s.KVBlocks += *r.KVBlocks
+		}
 		s.ByRole[r.Role]++
 		for _, m := range r.Models {
 			s.ByModel[m]++
@@ -155,6 +231,9 @@ func summarize(rows []EngineRow) FleetSummary {
 }
 
 func (q fleetQuery) keep(r *EngineRow) bool {
+	if q.id != "" && r.ID != q.id {
+		return false
+	}
 	if q.role != "" && r.Role != q.role {
 		return false
 	}
@@ -197,6 +276,14 @@ var fleetColumns = map[string]func(a, b *EngineRow) int{
 	"kv":       func(a, b *EngineRow) int { return cmp.Compare(a.KVUsage, b.KVUsage) },
 	"inflight": func(a, b *EngineRow) int { return cmp.Compare(a.InFlight, b.InFlight) },
 	"age":      func(a, b *EngineRow) int { return cmp.Compare(a.LoadAgeMillis, b.LoadAgeMillis) },
+	"blocks":   func(a, b *EngineRow) int { return cmp.Compare(derefInt(a.KVBlocks), derefInt(b.KVBlocks)) },
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
 }
 
 func boolInt(b bool) int {
@@ -207,7 +294,7 @@ func boolInt(b bool) int {
 }
 
 func (f *fleetSources) page(q fleetQuery) fleetPage {
-	rows := f.rows()
+	rows, now := f.rows()
 	p := fleetPage{Summary: summarize(rows), Offset: q.offset}
 	kept := slices.DeleteFunc(rows, func(r EngineRow) bool { return !q.keep(&r) })
 	by, desc := q.sort, false
@@ -226,5 +313,6 @@ func (f *fleetSources) page(q fleetQuery) fleetPage {
 	lo := min(q.offset, len(kept))
 	hi := min(lo+q.limit, len(kept))
 	p.Rows = kept[lo:hi:hi]
+	f.addRanks(p.Rows, now)
 	return p
 }

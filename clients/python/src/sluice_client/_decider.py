@@ -58,6 +58,7 @@ def _request(
     cache_salt: str,
     dry_run: bool,
     explain: bool,
+    ttft_slo_ms: float | None,
 ) -> DecideRequest:
     if request is not None:
         if model or input_tokens:
@@ -84,6 +85,8 @@ def _request(
     )
     if expected_peak_tokens is not None:
         r.expected_peak_tokens = expected_peak_tokens
+    if ttft_slo_ms is not None:
+        r.ttft_slo_ms = ttft_slo_ms
     return r
 
 
@@ -180,6 +183,7 @@ class Decider(_Base):
         cache_salt: str = "",
         dry_run: bool = False,
         explain: bool = False,
+        ttft_slo_ms: float | None = None,
         request: DecideRequest | None = None,
         timeout: float | None = None,
     ) -> DecideResponse:
@@ -187,12 +191,17 @@ class Decider(_Base):
 
         The fields are DecideRequest's (proto/sluice/v1/decider.proto); ``request=`` passes a
         whole sluice.v1.DecideRequest instead (for fields this signature does not name).
+        ``ttft_slo_ms`` is the request's time-to-first-token target in milliseconds (None: no
+        target); it orders the buckets only when the configuration enables ttft_slo, which then
+        refuses a target that is not positive, finite and at most ttft_slo.max_target_ms
+        (:class:`InvalidArgumentError`, reason INVALID_TTFT_SLO); otherwise it is ignored, and
+        ``explain`` reports status "disabled".
         Returns the sluice.v1.DecideResponse: ``pick.plain`` or ``pick.pd`` (test with
         ``resp.pick.WhichOneof("kind")``), ``lease_id`` for :meth:`release`.
         """
         req = _request(
             request, model, input_tokens, expected_peak_tokens, token_ids, session_key, routing_key,
-            request_id, exclude_engine_ids, lora_name, cache_salt, dry_run, explain,
+            request_id, exclude_engine_ids, lora_name, cache_salt, dry_run, explain, ttft_slo_ms,
         )  # fmt: skip
         t = self._timeout_of(timeout)
         backoff = self._backoff
@@ -295,13 +304,14 @@ class AsyncDecider(_Base):
         cache_salt: str = "",
         dry_run: bool = False,
         explain: bool = False,
+        ttft_slo_ms: float | None = None,
         request: DecideRequest | None = None,
         timeout: float | None = None,
     ) -> DecideResponse:
         """See :meth:`Decider.decide`."""
         req = _request(
             request, model, input_tokens, expected_peak_tokens, token_ids, session_key, routing_key,
-            request_id, exclude_engine_ids, lora_name, cache_salt, dry_run, explain,
+            request_id, exclude_engine_ids, lora_name, cache_salt, dry_run, explain, ttft_slo_ms,
         )  # fmt: skip
         t = self._timeout_of(timeout)
         backoff = self._backoff

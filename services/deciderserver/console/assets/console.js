@@ -204,7 +204,7 @@ function histogram(canvas, counts, labels) {
 function card(label, value, cls) { return h('div', { class: 'card ' + (cls || '') }, h('b', { text: value }), label); }
 
 // ---- Fleet ------------------------------------------------------------------------------------
-const fleet = { sort: 'id', table: null, seq: 0 };
+const fleet = { sort: 'id', table: null, seq: 0, selected: '' };
 function fleetQuery(first, count) {
   const p = new URLSearchParams({ offset: first, limit: count, sort: fleet.sort });
   for (const [k, id] of [['q', 'fleet-q'], ['role', 'fleet-role'], ['health', 'fleet-health']]) {
@@ -212,21 +212,82 @@ function fleetQuery(first, count) {
   }
   return '/ui/api/fleet?' + p;
 }
+// rankBars draws one small bar per data-parallel rank (height: the rank's KV usage; amber: its
+// report is stale; hollow: not reported), so a skewed or silent rank shows in the table.
+function rankBars(e) {
+  const rl = e.rank_load || [];
+  const shown = rl.slice(0, 16);
+  const bars = h('span', { class: 'ranks' }, shown.map((r) => {
+    const b = h('i', { class: !r.reported ? 'missing' : r.fresh ? '' : 'stale', 'data-rank': r.rank });
+    b.style.height = Math.max(1, Math.round(14 * Math.min(1, r.kv_usage || 0))) + 'px';
+    return b;
+  }), rl.length > shown.length ? '+' + (rl.length - shown.length) : '');
+  const reported = rl.filter((r) => r.reported && r.fresh).length;
+  const size = e.dp_size > 1 ? e.dp_size : rl.length || 1;
+  return [bars, rl.length ? reported + '/' + size : '—'];
+}
+function rankLine(r) {
+  if (!r.reported) return 'rank ' + r.rank + ': not reported';
+  return 'rank ' + r.rank + ': ' + fmt(r.running || 0) + ' running, ' + fmt(r.waiting || 0) + ' waiting, KV ' + pct(r.kv_usage || 0) +
+    ', ' + ago(r.age_ms || 0) + ' ago' + (r.fresh ? '' : ' (stale)');
+}
 function fleetRow(e) {
   const health = e.drained ? h('span', { class: 'warn', text: 'drained' })
     : e.healthy ? h('span', { class: 'ok', text: 'healthy' })
       : h('span', { class: 'bad', text: 'unhealthy: ' + (e.health_reason || '') });
   const kv = h('span', { class: 'bar' }, h('i'));
   kv.firstChild.style.width = Math.round(60 * Math.min(1, e.kv_usage || 0)) + 'px';
-  return h('div', { 'data-engine': e.id, title: e.url },
+  const el = h('div', { 'data-engine': e.id, title: e.url, onclick: () => selectEngine(e.id) },
     h('span', { text: e.id }), h('span', { text: e.role }), h('span', { text: (e.models || []).join(', ') }),
     h('span', { title: e.health_reason || '' }, health),
     h('span', { text: (e.probe_ok ? 'probe ok' : 'probe failing') + ' / ' + e.breaker }),
     h('span', { text: e.load_known ? fmt(e.running) : '—' }), h('span', { text: e.load_known ? fmt(e.waiting) : '—' }),
     h('span', {}, e.load_known ? [kv, pct(e.kv_usage)] : 'unknown'),
-    h('span', { text: e.load_known ? e.ranks + (e.dp_size > 1 ? '/' + e.dp_size : '') : (e.dp_size > 1 ? '?/' + e.dp_size : '—') }),
-    h('span', { text: e.load_known ? ago(e.load_age_ms) : '—' }), h('span', { text: fmt(e.inflight) }),
+    h('span', { class: 'rank-cell', title: (e.rank_load || []).map(rankLine).join('\n') }, rankBars(e)),
+    h('span', { text: e.load_known ? ago(e.load_age_ms) : '—' }),
+    h('span', { class: 'blocks', text: e.kv_blocks === undefined ? '—' : fmt(e.kv_blocks) }), h('span', { text: fmt(e.inflight) }),
     h('span', { class: e.uncertain ? 'warn' : '', text: e.uncertain ? 'uncertain' : 'ok' }));
+  if (e.id === fleet.selected) el.classList.add('sel');
+  return el;
+}
+function selectEngine(id) {
+  fleet.selected = id;
+  fleet.table.draw();
+}
+// fleetDetail shows the selected engine's ranks: the row from the page in view, or fetched
+// alone (id=) when it has scrolled out.
+async function fleetDetail(rows) {
+  const id = fleet.selected;
+  if (!id) return;
+  let e = rows.find((r) => r.id === id);
+  if (!e) {
+    const one = await api('/ui/api/fleet?' + new URLSearchParams({ id: id, limit: 1 }));
+    if (id !== fleet.selected) return;
+    e = one.rows[0];
+    if (!e) { // the engine left the registry
+      fleet.selected = '';
+      $('fleet-detail').hidden = true;
+      return;
+    }
+  }
+  const num = (v) => fmt(v || 0);
+  $('fleet-detail').hidden = false;
+  $('fleet-detail').replaceChildren(
+    h('h3', { text: e.id + ': load per rank' + (e.load_known ? '' : ' (summed load unknown: every rank must have a fresh report)') }),
+    h('div', { class: 'meta' }, h('span', { text: 'dp size ' + (e.dp_size || 1) }),
+      h('span', { text: 'KV blocks indexed ' + (e.kv_blocks === undefined ? '— (no KV ingestion)' : fmt(e.kv_blocks)) }),
+      h('span', { text: 'in flight ' + fmt(e.inflight) })),
+    h('table', { class: 'plain', id: 'rank-table' },
+      h('tr', {}, ...['rank', 'report', 'age', 'running', 'waiting', 'KV used', 'KV capacity', 'KV usage', 'uncached waiting', 'prefill tok/s']
+        .map((t) => h('th', { text: t }))),
+      (e.rank_load || []).map((r) => h('tr', { 'data-rank': r.rank },
+        h('td', { text: r.rank }),
+        h('td', { class: !r.reported ? 'bad' : r.fresh ? 'ok' : 'warn', text: !r.reported ? 'none yet' : r.fresh ? 'fresh' : 'stale' }),
+        h('td', { text: r.reported ? ago(r.age_ms || 0) : '—' }),
+        h('td', { text: num(r.running) }), h('td', { text: num(r.waiting) }),
+        h('td', { text: num(r.kv_used_tokens) }), h('td', { text: num(r.kv_capacity_tokens) }), h('td', { text: pct(r.kv_usage || 0) }),
+        h('td', { text: r.waiting_uncached_tokens ? fmt(r.waiting_uncached_tokens) : '—' }),
+        h('td', { text: r.prefill_rate ? fmt(Math.round(r.prefill_rate)) : '—' })))));
 }
 async function fleetLoad(first, count) {
   const seq = ++fleet.seq;
@@ -242,7 +303,7 @@ async function fleetLoad(first, count) {
       card('unhealthy', fmt(s.unhealthy), s.unhealthy ? 'bad' : ''), card('drained', fmt(s.drained), s.drained ? 'warn' : ''),
       card('breaker open', fmt(s.breaker_open), s.breaker_open ? 'bad' : ''), card('load unknown', fmt(s.load_unknown), s.load_unknown ? 'warn' : ''),
       card('uncertain residency', fmt(s.uncertain), s.uncertain ? 'warn' : ''), card('in flight', fmt(s.inflight)),
-      card('running', fmt(s.running)), card('waiting', fmt(s.waiting)),
+      card('running', fmt(s.running)), card('waiting', fmt(s.waiting)), card('KV blocks indexed', page.kv_index ? fmt(s.kv_blocks) : '—'),
       ...Object.entries(s.by_role).map(([r, n]) => card(r + ' engines', fmt(n))));
     histogram($('fleet-kv'), s.kv_usage_histogram, ['0', '10', '20', '30', '40', '50', '60', '70', '80', '90%']);
     const ix = page.kv_index;
@@ -253,6 +314,7 @@ async function fleetLoad(first, count) {
     ] : [['index', 'none (no KV ingestion)']]).flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { text: v })]));
     $('fleet-count').textContent = fmt(page.matched) + ' of ' + fmt(s.engines) + ' engines';
     rendered('fleet');
+    await fleetDetail(page.rows);
   } catch (err) { showError(err); }
 }
 function fleetInit() {
