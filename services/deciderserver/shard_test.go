@@ -239,3 +239,42 @@ func TestShardIngestsOnlyItsTopics(t *testing.T) {
 		t.Errorf("shard b refusing ma: metadata %v", md)
 	}
 }
+
+// TestShardReloadDroppingShardRefused: a configuration file rewritten without the replica's
+// shard is refused on reload; the replica keeps serving its version and its shard's rules. A
+// later file that keeps the shard but moves a model is taken.
+func TestShardReloadDroppingShardRefused(t *testing.T) {
+	cfgPath := writeShardDoc(t, false)
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath, cfg.Health.ProbeInterval = "127.0.0.1:0", "127.0.0.1:0", cfgPath, 0
+	cfg.ConfigPoll, cfg.Shard = 20*time.Millisecond, "a"
+	srv := runServer(t, cfg)
+	c := grpcClient(t, srv)
+	ctx := context.Background()
+	v0 := srv.decider.ConfigVersion()
+	noShards := strings.SplitN(strings.Replace(shardDoc, "{type: cache_aware, min_match_tokens: 256, miss_choices: 2}", "{type: power_of_two}", 1), "shards:", 2)[0]
+	if err := os.WriteFile(cfgPath, []byte(noShards), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // 15 polls
+	if v := srv.decider.ConfigVersion(); v != v0 {
+		t.Fatalf("config version %d after a file without shard a, want %d (refused)", v, v0)
+	}
+	_, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "mb", InputTokens: 10, DryRun: true})
+	wrongShard(t, err)
+	// Move mb into shard a: now served here.
+	moved := noShards + "shards:\n  - {id: a, models: [ma, mb]}\n"
+	if err := os.WriteFile(cfgPath, []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.decider.ConfigVersion() == v0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the file moving mb into shard a was not loaded within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "mb", InputTokens: 10, DryRun: true}); err != nil {
+		t.Errorf("mb after moving it into shard a: %v", err)
+	}
+}

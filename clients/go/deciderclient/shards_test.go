@@ -86,3 +86,43 @@ func serveShard(t *testing.T, d *shardDecider) string {
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
 }
+
+// TestShardedBurst: many concurrent first calls for a sharded model all end on the owning
+// shard, and the route is dialed once.
+func TestShardedBurst(t *testing.T) {
+	t.Parallel()
+	b := &shardDecider{model: "mb"}
+	a := &shardDecider{model: "ma", redirect: serveShard(t, b)}
+	home, err := Dial(serveShard(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer home.Close()
+	s := NewSharded(home)
+	defer s.Close()
+	const n = 32
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			resp, err := s.Decide(context.Background(), &sluicev1.DecideRequest{Model: "mb"})
+			if err == nil && resp.GetBucketId() != "mb" {
+				err = status.Errorf(codes.Internal, "answered by %q", resp.GetBucketId())
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.decides.Load(); got != n {
+		t.Errorf("shard b answered %d of %d calls", got, n)
+	}
+	s.mu.Lock()
+	conns := len(s.conns)
+	s.mu.Unlock()
+	if conns != 1 {
+		t.Errorf("%d shard connections dialed, want 1", conns)
+	}
+}
