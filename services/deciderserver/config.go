@@ -73,6 +73,9 @@ type Config struct {
 	AffinitySweep time.Duration
 	// Ingest configures Kafka ingestion of load reports and KV events.
 	Ingest IngestConfig
+	// Shard is the model shard this replica serves (the configuration document's shards);
+	// empty serves the models no shard lists, on the unsuffixed topics.
+	Shard string
 	// Console serves the web console at /ui/ on the HTTP port (docs/console.md).
 	Console bool
 }
@@ -138,6 +141,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ViewerTokens, "viewer-token", c.ViewerTokens, "viewer (read-only) bearer tokens, comma-separated")
 	fs.StringVar(&c.AdminTokensFile, "admin-tokens-file", c.AdminTokensFile, "file of role:token lines (role admin or viewer)")
 	fs.StringVar(&c.DecideToken, "decide-token", c.DecideToken, "bearer token required on Decide/Release; empty = open")
+	fs.StringVar(&c.Shard, "shard", c.Shard, "model shard this replica serves (an id under shards in the configuration): it reads <load-topic>.<shard> and <kv-topic>.<shard> and refuses other models with WRONG_SHARD; empty = unsharded")
 	fs.BoolVar(&c.Console, "console", c.Console, "serve the web console at /ui/ on the HTTP port (viewer token to read, admin token to write); -console=false turns it off")
 }
 

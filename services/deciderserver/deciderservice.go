@@ -34,9 +34,14 @@ type deciderService struct {
 	health *enginehealth.Tracker
 	// console is the web console's decision tail (console.go); nil when it is off.
 	console *console.Tail
+	// shards refuses models this replica's shard does not own (shard.go).
+	shards *shardGate
 }
 
 func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
+	if err := s.shards.check(in.GetModel()); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	req := policy.Request{
 		Model:            in.GetModel(),

@@ -58,7 +58,10 @@ func classify(err error) (codes.Code, string, []protoadapt.MessageV1) {
 		auth *authError
 	)
 	var over *overloadedError
+	var wrong *wrongShardError
 	switch {
+	case errors.As(err, &wrong):
+		return wrong.details()
 	case errors.As(err, &over):
 		return codes.ResourceExhausted, over.Error(), []protoadapt.MessageV1{
 			&errdetails.ErrorInfo{Reason: "DECIDER_OVERLOADED", Domain: errorDomain,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/components/deciderstate"
 	"github.com/sluicehq/sluice/components/ingest"
+	"github.com/sluicehq/sluice/state/config"
 )
 
 // IngestConfig selects Kafka ingestion of engine load reports and KV-cache events. Without
@@ -56,6 +57,12 @@ func (c *IngestConfig) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.KVMaxNodes, "kv-max-nodes", c.KVMaxNodes, "prefix index capacity in blocks (least recently used beyond it are evicted)")
 	fs.DurationVar(&c.RetryBackoffMax, "kafka-retry-backoff-max", c.RetryBackoffMax, "cap of the jittered back-off after a Kafka error; consumption resumes about this soon after a broker returns")
 	fs.DurationVar(&c.HealthInterval, "kafka-health-interval", c.HealthInterval, "how often the brokers are probed for reachability and high watermarks (sluice_ingest_broker_reachable, sluice_ingest_lag_records)")
+}
+
+// forShard returns c with both topics suffixed for shard ("" leaves them).
+func (c IngestConfig) forShard(shard string) IngestConfig {
+	c.LoadTopic, c.KVTopic = config.ShardTopic(c.LoadTopic, shard), config.ShardTopic(c.KVTopic, shard)
+	return c
 }
 
 func (c IngestConfig) brokers() []string { return flagenv.List(c.Brokers) }

@@ -61,6 +61,7 @@ type Server struct {
 	httpServer       *http.Server
 	shed             *shedder
 	console          *webConsole // nil with -console=false
+	shards           *shardGate
 }
 
 // New builds the state, loads the configuration (an invalid file is a start-up error listing
@@ -82,7 +83,11 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	}
 	// The file store refuses a reloaded file this decider cannot serve, so the version it
 	// reports is the one in force; the decider that checks is built below, before Run.
+	shards := &shardGate{shard: cfg.Shard}
 	serviceable := func(doc *config.Document) error {
+		if err := shards.checkDocument(doc); err != nil {
+			return err
+		}
 		if state.Decider == nil {
 			return nil
 		}
@@ -98,7 +103,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := newIngestion(logger, cfg.Ingest, state, promReg)
+	in, err := newIngestion(logger, cfg.Ingest.forShard(cfg.Shard), state, promReg)
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +116,12 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	}
 	d := state.Decider
 	s := &Server{logger: logger, cfg: cfg, state: state, reg: reg, load: load, leases: leases, store: store, auth: auth, decider: d,
-		affinity: aff, engineHealth: healthTracker, ingestion: in}
+		affinity: aff, engineHealth: healthTracker, ingestion: in, shards: shards}
 	if err := s.applyConfig(store.Current()); err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", store.Current().Source, err)
 	}
 	s.registerConfigMetrics(promReg)
-	svc := &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker}
+	svc := &deciderService{logger: logger, d: d, metrics: newMetrics(promReg, leases, d.ConfigVersion), health: healthTracker, shards: shards}
 	admin := &adminService{reg: reg, load: load, leases: leases, store: store, check: d.Check, served: s.awaitServed}
 
 	s.shed = newShedder(cfg.MaxConcurrentDecides, cfg.ShedRetryAfter, promReg)
@@ -171,9 +176,13 @@ func (s *Server) Leases() *inflight.Tracker { return s.leases }
 // applyConfig installs a snapshot (deciderstate.State.Apply: engines when the document lists
 // any, then buckets, checked first so a snapshot that cannot be built changes nothing).
 func (s *Server) applyConfig(snap config.Snapshot) error {
+	if err := s.shards.checkDocument(snap.Document); err != nil {
+		return err
+	}
 	if err := s.state.Apply(snap); err != nil {
 		return err
 	}
+	s.shards.doc.Store(snap.Document)
 	s.configApplied.Store(time.Now().UnixNano())
 	return nil
 }

@@ -23,6 +23,10 @@ type Config struct {
 	// LoadTopic receives LoadReports.
 	LoadTopic string
 
+	// ShardsConfig is the configuration document whose shards list maps each engine's model
+	// to its shard's topics (shards.go); empty publishes every engine on KVTopic and LoadTopic.
+	ShardsConfig string
+
 	// EnginesFile is a YAML or JSON list of engines (static/sidecar mode).
 	EnginesFile string
 	// Engines are one-line engine specs (-engine, repeatable); see ParseEngineFlag.
@@ -132,6 +136,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "Kafka bootstrap brokers, host:port,...")
 	fs.StringVar(&c.KVTopic, "kv-topic", c.KVTopic, "topic of the KV-event records")
 	fs.StringVar(&c.LoadTopic, "load-topic", c.LoadTopic, "topic of the load reports")
+	fs.StringVar(&c.ShardsConfig, "shards-config", c.ShardsConfig, "configuration document (the deciders' -config) whose shards list sends each engine's records to <topic>.<shard> of its model's shard; empty = unsharded topics")
 	fs.StringVar(&c.EnginesFile, "engines", c.EnginesFile, "YAML/JSON list of engines to follow (static or sidecar mode)")
 	fs.Var(engineFlag{c}, "engine", "one engine, repeatable (';' separates several): id=e1,model=m,engine=vllm,kv=tcp://127.0.0.1:5557,replay=tcp://127.0.0.1:5558,metrics=http://127.0.0.1:8000/metrics,loads=URL,dp=2,lora=NAME,salt=SALT")
 	fs.StringVar(&c.KVBind, "kv-bind", c.KVBind, "bind one SUB socket here (tcp://127.0.0.1:5600) for engines that connect; they publish with topic kv@<id>@<model>")

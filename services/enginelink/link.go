@@ -40,6 +40,8 @@ type Link struct {
 	engines map[string]*engineRun // by id
 	topics  map[string]*engineRun // by kv@<id>@<model>
 
+	shardOf map[string]string // model -> shard id, from -shards-config
+
 	ready    atomic.Bool
 	httpAddr atomic.Value // string, once listening
 }
@@ -69,6 +71,10 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 			return nil, fmt.Errorf("engine %q: kv_events_endpoint %q needs -kv-bind (the socket the engine connects to)", s.ID, s.KVEventsEndpoint)
 		}
 	}
+	shardOf, err := loadShardMap(cfg.ShardsConfig)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
@@ -76,6 +82,7 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 		logger:  logger.With(slog.String("service", "enginelink")),
 		cfg:     cfg,
 		static:  static,
+		shardOf: shardOf,
 		reg:     reg,
 		m:       m,
 		clock:   &epochClock{now: time.Now},

@@ -149,12 +149,12 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 		t0 := time.Now()
 		// The decision must not be lost to a client that leaves mid-call: its lease is
 		// released below like any other.
-		dec, err := s.decider.Decide(context.WithoutCancel(r.Context()), req)
+		dec, err := s.shards.Decide(context.WithoutCancel(r.Context()), req)
 		if deciderclient.Overloaded(err) {
 			// A replica shed the call at once; the connection balances over every address of
 			// -decider-addr, so the one retry goes to the next replica.
 			s.metrics.overloadRetries.Inc()
-			dec, err = s.decider.Decide(context.WithoutCancel(r.Context()), req)
+			dec, err = s.shards.Decide(context.WithoutCancel(r.Context()), req)
 		}
 		s.metrics.decide.Observe(time.Since(t0).Seconds())
 		if err != nil {
@@ -176,7 +176,7 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 			// after the Release round trip.
 			sw.Flush()
 		}
-		s.release(dec.GetLeaseId(), req.GetRequestId(), res)
+		s.release(req.GetModel(), dec.GetLeaseId(), req.GetRequestId(), res)
 		if !res.retry || last {
 			return
 		}
@@ -190,7 +190,7 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 
 // release closes a lease with the attempt's outcome, on its own short deadline so that a
 // cancelled request still releases.
-func (s *Server) release(leaseID, requestID string, res attemptResult) {
+func (s *Server) release(model, leaseID, requestID string, res attemptResult) {
 	if leaseID == "" {
 		return
 	}
@@ -200,7 +200,7 @@ func (s *Server) release(leaseID, requestID string, res attemptResult) {
 	if res.outcome == sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE {
 		failed = res.failed
 	}
-	if _, err := s.decider.Release(ctx, leaseID, res.outcome, failed...); err != nil {
+	if _, err := s.shards.Release(ctx, model, leaseID, res.outcome, failed...); err != nil {
 		s.logger.Warn("release failed; the lease will expire by TTL", slog.String("lease_id", leaseID),
 			slog.String("request_id", requestID), slog.Any("error", err))
 	}

@@ -38,6 +38,7 @@ type Server struct {
 	cfg       Config
 	conn      *grpc.ClientConn
 	decider   *deciderclient.Client
+	shards    *deciderclient.Sharded // routes by model over sharded deciders (shards.go)
 	admin     sluicev1.AdminServiceClient
 	tokenizer tokenizer
 	engines   *http.Client
@@ -107,6 +108,7 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 		decisions = o.local
 	}
 	s.decider = deciderclient.New(decisions, copts...)
+	s.shards = newShardRouter(s.decider, copts, sizes)
 	if s.tokenizer, err = s.newTokenizer(); err != nil {
 		conn.Close()
 		return nil, err
@@ -239,6 +241,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.waitHandlers()
 	s.engines.CloseIdleConnections()
+	_ = s.shards.Close()
 	if cerr := s.conn.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close decider connection: %w", cerr)
 	}

@@ -44,6 +44,9 @@ type Document struct {
 	// TTFTSLO, when set, configures the time-to-first-token preference of
 	// the bucket order (ttftslo.go); nil is off.
 	TTFTSLO *TTFTSLOSpec `json:"ttft_slo,omitempty" yaml:"ttft_slo,omitempty"`
+	// Shards, when set, splits the models among model-sharded deciders
+	// (shards.go); nil runs every decider unsharded.
+	Shards []ShardSpec `json:"shards,omitempty" yaml:"shards,omitempty"`
 }
 
 // IsEmpty reports whether d sets nothing at all: what an empty body, {}, null
@@ -52,7 +55,7 @@ type Document struct {
 // one with [EmptyDocumentError]: it is almost always a mistake that would
 // wipe the configuration.
 func (d *Document) IsEmpty() bool {
-	return d == nil || (d.Engines == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil && d.TTFTSLO == nil)
+	return d == nil || (d.Engines == nil && d.Buckets == nil && d.DefaultPolicy == nil && d.Models == nil && d.TTFTSLO == nil && d.Shards == nil)
 }
 
 // ModelSpec holds settings for one model.
@@ -221,7 +224,7 @@ func (d *Document) Clone() *Document {
 	if d == nil {
 		return nil
 	}
-	out := &Document{DefaultPolicy: d.DefaultPolicy.clone(), TTFTSLO: d.TTFTSLO.clone()}
+	out := &Document{DefaultPolicy: d.DefaultPolicy.clone(), TTFTSLO: d.TTFTSLO.clone(), Shards: cloneShards(d.Shards)}
 	if d.Engines != nil {
 		out.Engines = make([]EngineSpec, len(d.Engines))
 		for i, w := range d.Engines {

@@ -274,7 +274,7 @@ buckets:
 `},
 		{name: "alias cycle", in: "a: &x [*x]\n", want: []Problem{
 			{"", "alias *x refers to a value that contains it (line 1)"},
-			{"a", `unknown key; valid keys here are workers, buckets, default_policy, models, ttft_slo (line 1)`},
+			{"a", `unknown key; valid keys here are workers, buckets, default_policy, models, ttft_slo, shards (line 1)`},
 		}},
 		{name: "model map keys", in: `
 models:

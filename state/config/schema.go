@@ -18,6 +18,7 @@ var documentFields = []field[Document]{
 		doc.Models = mapOf(d, v, p, "a mapping of model id to settings", d.model)
 	}},
 	ttftSLOField,
+	shardsField,
 }
 
 // documentKeys are the top-level keys.

@@ -132,6 +132,9 @@ func Summarize(prev, next *Document) string {
 	if encodeJSON(pp.TTFTSLO) != encodeJSON(np.TTFTSLO) {
 		parts = append(parts, "ttft_slo changed")
 	}
+	if encodeJSON(pp.Shards) != encodeJSON(np.Shards) {
+		parts = append(parts, "shards changed")
+	}
 	if len(parts) == 0 {
 		if !sameDocument(prev, next) {
 			return "document changed"

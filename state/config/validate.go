@@ -75,6 +75,7 @@ func (v *validator) document(d *Document) {
 		v.stagePolicies(d.Models[name].DefaultPolicy, join(p, "default_policy"))
 	}
 	v.ttftSLO(d.TTFTSLO)
+	v.shards(d.Shards)
 }
 
 func (v *validator) engineList(ws []EngineSpec) {

@@ -18,7 +18,7 @@ import (
 // Documents the suite writes. Each is valid and distinct from the others.
 const (
 	docOne   = "buckets:\n  - id: one\n    groups: {plain: {}}\n"
-	docTwo   = "buckets:\n  - id: two\n    limits: {min: 0, max: 4096}\n    groups: {plain: {worker_ids: [a1]}}\n  - id: three\n    rank: 2\n    groups: {plain: {}}\nworkers:\n  - {id: a1, url: \"http://a1.test:8000\", models: [chat], role: plain, kv_events_endpoint: \"tcp://a1.test:5557\", kv_replay_endpoint: \"tcp://a1.test:5558\", metrics_url: \"http://a1.test:8000/metrics\", dp_size: 2, lora_adapters: [chat-sql]}\nttft_slo: {enabled: true, max_target_ms: 30000}\n"
+	docTwo   = "buckets:\n  - id: two\n    limits: {min: 0, max: 4096}\n    groups: {plain: {worker_ids: [a1]}}\n  - id: three\n    rank: 2\n    groups: {plain: {}}\nworkers:\n  - {id: a1, url: \"http://a1.test:8000\", models: [chat], role: plain, kv_events_endpoint: \"tcp://a1.test:5557\", kv_replay_endpoint: \"tcp://a1.test:5558\", metrics_url: \"http://a1.test:8000/metrics\", dp_size: 2, lora_adapters: [chat-sql]}\nttft_slo: {enabled: true, max_target_ms: 30000}\nshards:\n  - {id: s1, models: [chat], deciders: [\"d1.test:7070\"]}\n"
 	docThree = "buckets:\n  - id: three\n    groups:\n      pd:\n        prefill: {policy: {type: cache_aware}}\n        decode: {policy: {type: power_of_two, admission: {max_running_requests: 8}}}\n"
 )
 
@@ -226,8 +226,8 @@ func testVersionLog(t *testing.T, s config.Store) {
 	if vs[0].Summary == "" || vs[0].CreatedAt.IsZero() {
 		t.Errorf("newest entry %+v lacks a summary or a time", vs[0])
 	}
-	if vs[0].Summary != "buckets: ~three -two; workers: -a1; ttft_slo changed" {
-		t.Errorf("summary of version %d = %q, want %q", vs[0].Version, vs[0].Summary, "buckets: ~three -two; workers: -a1; ttft_slo changed")
+	if vs[0].Summary != "buckets: ~three -two; workers: -a1; ttft_slo changed; shards changed" {
+		t.Errorf("summary of version %d = %q, want %q", vs[0].Version, vs[0].Summary, "buckets: ~three -two; workers: -a1; ttft_slo changed; shards changed")
 	}
 	limited, err := s.Versions(ctx, 1)
 	if err != nil || len(limited) != 1 || limited[0].Version != s3.Version {
