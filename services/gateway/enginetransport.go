@@ -135,39 +135,40 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// writeRequest writes req's request line, headers and body, then flushes once.
+// writeRequest writes req's request line, headers and body, then flushes once. A bufio.Writer's
+// error sticks, so the Flush at the end reports a failed write of any piece.
 func writeRequest(bw *bufio.Writer, req *http.Request) error {
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(req.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = bw.WriteString(req.Method)
+	_ = bw.WriteByte(' ')
+	_, _ = bw.WriteString(req.URL.RequestURI())
+	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
 	}
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
+	_, _ = bw.WriteString(host)
+	_, _ = bw.WriteString("\r\n")
 	if _, ok := req.Header["User-Agent"]; !ok {
-		bw.WriteString("User-Agent: Go-http-client/1.1\r\n")
+		_, _ = bw.WriteString("User-Agent: Go-http-client/1.1\r\n")
 	}
 	for k, vs := range req.Header {
 		if k == "Host" || k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" {
 			continue
 		}
 		for _, v := range vs {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
+			_, _ = bw.WriteString(k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(v)
+			_, _ = bw.WriteString("\r\n")
 		}
 	}
 	if req.Body != nil {
-		bw.WriteString("Content-Length: ")
+		_, _ = bw.WriteString("Content-Length: ")
 		var num [20]byte
-		bw.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
-		bw.WriteString("\r\n")
+		_, _ = bw.Write(strconv.AppendInt(num[:0], req.ContentLength, 10))
+		_, _ = bw.WriteString("\r\n")
 	}
-	bw.WriteString("\r\n")
+	_, _ = bw.WriteString("\r\n")
 	if req.Body != nil {
 		n, err := io.Copy(bw, io.LimitReader(req.Body, req.ContentLength))
 		if err != nil {
