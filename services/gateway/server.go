@@ -97,7 +97,7 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 	s := &Server{logger: logger, cfg: cfg, conn: conn, sizes: sizes,
 		health:        healthpb.NewHealthClient(conn),
 		admin:         sluicev1.NewAdminServiceClient(conn),
-		engines:       &http.Client{Transport: newEngineTransport()},
+		engines:       &http.Client{Transport: newH1Transport(newEngineTransport())},
 		sessionHeader: canonicalHeader(cfg.SessionHeader), routingHeader: canonicalHeader(cfg.RoutingHeader)}
 	copts := []deciderclient.Option{deciderclient.WithTimeout(cfg.DecideTimeout)}
 	if cfg.DeciderToken != "" {

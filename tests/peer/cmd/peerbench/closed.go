@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,12 +78,13 @@ func runClosedMode(ctx context.Context, f flags) error {
 		levels = append(levels, n)
 	}
 	var cfgs []config
+	baseEmbeds := f.closed.baseline != "" && binaryHasFlag(f.closed.baseline, "gateway", "-embed-decider")
 	for _, p := range split(f.sglangPolicies) {
 		cfgs = append(cfgs, config{"sglang-router", p})
 	}
 	for _, p := range split(f.sluicePolicies) {
 		cfgs = append(cfgs, config{"sluice", p})
-		if f.closed.baseline != "" && !strings.Contains(p, "+embedded") { // a build from before -embed-decider has none
+		if f.closed.baseline != "" && (baseEmbeds || !strings.Contains(p, "+embedded")) { // a build from before -embed-decider has none
 			cfgs = append(cfgs, config{"sluice-base", p})
 		}
 	}
@@ -344,4 +346,10 @@ func isSluice(system string) bool { return system == "sluice" || system == "slui
 func basePolicy(p string) string {
 	p, _, _ = strings.Cut(p, "+")
 	return p
+}
+
+// binaryHasFlag reports whether "bin sub -h" lists flag.
+func binaryHasFlag(bin, sub, flag string) bool {
+	out, _ := exec.Command(bin, sub, "-h").CombinedOutput()
+	return bytes.Contains(out, []byte(flag+" ")) || bytes.Contains(out, []byte(flag+"\n"))
 }
