@@ -55,6 +55,10 @@ fmt: ## Format protos (buf format) and Go code (gofmt, goimports)
 test: ## Run the full test suite with its services (scripts/test.sh)
 	scripts/test.sh
 
+.PHONY: test-compose
+test-compose: ## Run only the compose smoke test: docker-compose.yaml up for real on a local dockerd (root; scripts/test.sh)
+	SLUICE_TEST_COMPOSE=only scripts/test.sh
+
 .PHONY: test-unit
 test-unit: ## Run unit tests with the race detector, no external services
 	$(GO) test -race -count=1 ./...

@@ -27,8 +27,12 @@
 #   SLUICE_TEST_COMPOSE=only   run only the compose phase: no vet, services or other tests
 #   SLUICE_TEST_NO_COMPOSE=1   skip the compose phase. Refused when CI is set.
 #
-# Compose phase (full runs; scripts/lib/compose.sh): starts dockerd (data root under
-# $SLUICE_CACHE/compose), builds or reuses the Compose v2 plugin and the stand-in images,
+# Compose phase (full runs; scripts/lib/compose.sh): its one-time builds (docker.io and
+# debootstrap from apt, Compose v2 from the Go module proxy, the stand-ins' Debian base; ~10-20
+# min the first time, cached in $SLUICE_CACHE/compose) start in the background at a low CPU
+# priority (nice 10, SLUICE_TEST_COMPOSE_NICE) right after the arguments are read. At the end the
+# phase waits for them, starts dockerd (data root under $SLUICE_CACHE/compose), imports the
+# base and builds or reuses the stand-in images,
 # `docker compose up -d --wait`s docker-compose.yaml with deploy/compose/smoke.yaml, runs the
 # TestComposeUp* checks of tests/compose against it, then `down -v` and stops dockerd.
 #
@@ -147,6 +151,14 @@ if (($# == 0)); then FULL_RUN=1; fi
 if ((${#PKGS[@]} == 0)); then
   PKGS=(./...)
   TEST_ARGS+=(./...)
+fi
+
+# The compose phase's one-time builds (docker.io, Compose v2, the stand-ins' Debian base) start
+# now, in the background at low priority, so the phase at the end finds them done.
+COMPOSE_WANTED=0
+if compose_wanted "$FULL_RUN"; then
+  COMPOSE_WANTED=1
+  compose_prefetch_start
 fi
 
 # --- vet first: fails fast, needs no services --------------------------------------
@@ -302,7 +314,7 @@ fi
 
 # Compose phase: the real docker-compose.yaml up on a local dockerd, checked, torn down.
 STEP="compose"
-if compose_wanted "$FULL_RUN"; then
+if ((COMPOSE_WANTED)); then
   compose_phase "$ROOT"
   DONE+=("compose")
 fi

@@ -19,6 +19,14 @@ _apt_updated=0
 apt_install() {
   is_root || die "need Debian packages '$*' but not root: install them yourself"
   command -v apt-get >/dev/null || die "need packages '$*' and apt-get is missing"
+  # One apt-get at a time: test.sh's background jobs (the compose phase's one-time builds)
+  # install packages while the foreground may too, and apt-get fails on a held lock.
+  local lockfd
+  exec {lockfd}>/tmp/sluice-apt.lock
+  if ! flock -n "$lockfd"; then
+    log "apt: waiting for another sluice apt-get (/tmp/sluice-apt.lock)"
+    flock -w 1800 "$lockfd" || die "apt: /tmp/sluice-apt.lock still held after 30 min"
+  fi
   if [[ "$_apt_updated" == 0 ]]; then
     log "apt-get update"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
@@ -26,6 +34,7 @@ apt_install() {
   fi
   log "apt-get install $*"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+  exec {lockfd}>&-
 }
 
 # free_ports N prints N distinct currently-free loopback TCP ports, one a line.

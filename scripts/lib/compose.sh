@@ -35,7 +35,7 @@ COMPOSE_UP=0        # 1 once `up` ran: teardown runs `down -v`
 COMPOSE_LOCKFD=""
 COMPOSE_TIMES=""
 COMPOSE_BIN=""
-COMPOSE_V2_PID=""
+COMPOSE_PREFETCH_T0=0
 COMPOSE_NET_BEFORE="" # "ip_forward FORWARD-policy" before dockerd started
 
 _compose_cache() { echo "${SLUICE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/sluice}/compose"; }
@@ -89,28 +89,96 @@ compose_v2() {
   log "compose: built $("$COMPOSE_BIN" version) in $((SECONDS - t0))s"
 }
 
-# compose_v2_background starts compose_v2 in its own process group when the binary is not
-# cached (the Go build then overlaps the network-bound debootstrap); compose_v2_wait joins it.
-compose_v2_background() {
-  compose_v2_path && return 0
-  log "compose: building Compose $COMPOSE_V2_VERSION in the background (log: $COMPOSE_DIR/compose-v2.log)"
-  # shellcheck disable=SC2016 # expanded by the inner bash
-  setsid bash -c 'echo "$$" >"$2/compose-v2.pgid"; source "$1/common.sh"; source "$1/compose.sh"; compose_v2' \
-    compose-v2 "$(dirname "${BASH_SOURCE[0]}")" "$COMPOSE_DIR" >"$COMPOSE_DIR/compose-v2.log" 2>&1 </dev/null &
-  COMPOSE_V2_PID=$!
+# --- the one-time builds, in the background from the start of scripts/test.sh --------------
+# compose_prefetch does what needs neither dockerd nor the phase lock and is slow only the first
+# time: the Debian packages (docker.io, debootstrap, iptables), Compose v2 (a Go build from the
+# module proxy, in the shared Go module and build caches) and the stand-ins' Debian root file
+# system (debootstrap, its .debs kept in compose/debs/, the result a tarball
+# compose/base-<inputs>.tar that the phase `docker import`s). The two builds run side by side
+# (one is CPU-bound, the other mostly network and dpkg). Under compose/.build.lock, so two runs
+# do not build the same thing at once.
+#
+# compose_prefetch_start  runs it in the background at a low CPU and the idle I/O priority (test.sh
+#                         calls it first thing, so it overlaps the main run); nothing when cached
+# compose_prefetch_wait   joins it, or runs it in the foreground when it was not started
+COMPOSE_PREFETCH_PID=""
+COMPOSE_PREFETCH_DIR=""
+
+# compose_prefetch_cached is true when compose_prefetch has nothing to do.
+compose_prefetch_cached() {
+  [[ -x /usr/sbin/dockerd && -x /usr/bin/docker ]] && command -v debootstrap >/dev/null &&
+    command -v iptables >/dev/null && compose_v2_path && _compose_base_ready
 }
 
-compose_v2_wait() {
-  if [[ -n "$COMPOSE_V2_PID" ]]; then
-    pid_alive "$COMPOSE_V2_PID" && log "compose: waiting for the Compose $COMPOSE_V2_VERSION build"
-    local rc=0
-    wait "$COMPOSE_V2_PID" || rc=$?
-    COMPOSE_V2_PID=""
-    cat "$COMPOSE_DIR/compose-v2.log" >&2
-    ((rc == 0)) || die "compose: building Compose $COMPOSE_V2_VERSION failed (above)"
+compose_prefetch() {
+  local t0=$SECONDS cache lockfd rc=0 v2pid
+  cache="$(_compose_cache)"
+  compose_tools
+  mkdir -p "$cache"
+  exec {lockfd}>"$cache/.build.lock"
+  if ! flock -n "$lockfd"; then
+    log "compose: another run is doing the one-time builds in $cache; waiting for it (up to 60 min)"
+    flock -w 3600 "$lockfd" || die "compose: $cache/.build.lock still held after 60 min"
   fi
-  compose_v2_path || die "compose: no Compose v2 binary at $COMPOSE_BIN"
-  log "compose: $("$COMPOSE_BIN" version)"
+  compose_v2 &
+  v2pid=$!
+  (compose_base_rootfs) || rc=$?
+  wait "$v2pid" || rc=$?
+  exec {lockfd}>&-
+  ((rc == 0)) || die "compose: the one-time builds failed (above)"
+  log "compose: one-time builds done in $((SECONDS - t0))s"
+}
+
+compose_prefetch_start() {
+  if compose_prefetch_cached; then
+    log "compose: one-time builds (Compose $COMPOSE_V2_VERSION, stand-in base) are cached"
+    return 0
+  fi
+  is_root || return 0 # compose_phase says why it cannot run
+  COMPOSE_PREFETCH_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-compose-prefetch.XXXXXX")"
+  # nice 10, not 19: the race run leaves the CPU idle often, but a 2-core machine shared with
+  # other work is rarely idle, and at 19 the build would get almost nothing until the end.
+  local prio="${SLUICE_TEST_COMPOSE_NICE:-10}"
+  log "compose: one-time builds in the background at nice $prio (log: $COMPOSE_PREFETCH_DIR/prefetch.log)"
+  # Its own session and process group (id in pgid), so teardown stops go and debootstrap too.
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  nice -n "$prio" ionice -c 3 setsid --wait bash -c 'set -euo pipefail
+    echo "$$" >"$2/pgid"
+    source "$1/common.sh"; source "$1/compose.sh"
+    compose_prefetch' \
+    compose-prefetch "$(dirname "${BASH_SOURCE[0]}")" "$COMPOSE_PREFETCH_DIR" \
+    >"$COMPOSE_PREFETCH_DIR/prefetch.log" 2>&1 </dev/null &
+  COMPOSE_PREFETCH_PID=$!
+  COMPOSE_PREFETCH_T0=$SECONDS
+}
+
+compose_prefetch_wait() {
+  if [[ -z "$COMPOSE_PREFETCH_PID" ]]; then
+    compose_prefetch_cached || compose_prefetch
+    return 0
+  fi
+  local rc=0 t0=$SECONDS
+  pid_alive "$COMPOSE_PREFETCH_PID" &&
+    log "compose: waiting for the background one-time builds (started $((SECONDS - COMPOSE_PREFETCH_T0))s ago; log: $COMPOSE_PREFETCH_DIR/prefetch.log)"
+  wait "$COMPOSE_PREFETCH_PID" || rc=$?
+  COMPOSE_PREFETCH_PID=""
+  sed 's/^/  [background] /' "$COMPOSE_PREFETCH_DIR/prefetch.log" >&2
+  ((rc == 0)) || die "compose: the background one-time builds failed (exit $rc; above)"
+  log "compose: background one-time builds finished; the phase waited $((SECONDS - t0))s for them"
+  rm -rf "$COMPOSE_PREFETCH_DIR"
+  COMPOSE_PREFETCH_DIR=""
+}
+
+# compose_prefetch_stop stops the background builds (test.sh's EXIT trap); they start over next time.
+compose_prefetch_stop() {
+  if [[ -n "$COMPOSE_PREFETCH_PID" ]] && pid_alive "$COMPOSE_PREFETCH_PID"; then
+    log "compose: stopping the background one-time builds (they start over next time)"
+    kill -TERM -- "-$(cat "$COMPOSE_PREFETCH_DIR/pgid" 2>/dev/null || echo "$COMPOSE_PREFETCH_PID")" 2>/dev/null
+    wait "$COMPOSE_PREFETCH_PID" 2>/dev/null
+  fi
+  COMPOSE_PREFETCH_PID=""
+  [[ -z "$COMPOSE_PREFETCH_DIR" ]] || rm -rf "$COMPOSE_PREFETCH_DIR"
+  COMPOSE_PREFETCH_DIR=""
 }
 
 # _compose_lock takes the cache's lock: one compose phase (dockerd, builds) at a time.
@@ -173,34 +241,72 @@ _apt_mirror() {
   echo "${m:-http://deb.debian.org/debian}"
 }
 
-# compose_base builds sluice-standin/base:bookworm with debootstrap + docker import, once.
-compose_base() {
-  local want mirror root t0=$SECONDS
+# _compose_base_inputs prints the hash of what the stand-in base is made from.
+_compose_base_inputs() {
+  printf 'rev=%s suite=bookworm mirror=%s packages=%s' "$COMPOSE_STANDIN_REV" "$(_apt_mirror)" "$COMPOSE_BASE_PACKAGES" | sha256sum | cut -c1-16
+}
+
+# _compose_base_ready is true when the base needs no debootstrap: its tarball is waiting to be
+# imported, or the image with these inputs was imported (compose/base.imported; compose_base
+# checks the image itself and builds the tarball again if the data root lost it).
+_compose_base_ready() {
+  local cache want
+  cache="$(_compose_cache)"
+  want="$(_compose_base_inputs)"
+  [[ -f "$cache/base-$want.tar" || "$(cat "$cache/base.imported" 2>/dev/null)" == "$want" ]]
+}
+
+# compose_base_rootfs makes compose/base-<inputs>.tar, the stand-ins' Debian root file system:
+# debootstrap --variant=minbase from the host's apt mirror, the downloaded .debs kept in
+# compose/debs/ for the next time the inputs change. Needs no dockerd.
+compose_base_rootfs() {
+  local cache want mirror root t0=$SECONDS
+  _compose_base_ready && return 0
+  cache="$(_compose_cache)"
+  want="$(_compose_base_inputs)"
   mirror="$(_apt_mirror)"
-  want="$(printf 'rev=%s suite=bookworm mirror=%s packages=%s' "$COMPOSE_STANDIN_REV" "$mirror" "$COMPOSE_BASE_PACKAGES" | sha256sum | cut -c1-16)"
-  if [[ "$(_image_label sluice-standin/base:bookworm)" == "$want" ]]; then
-    log "compose: using cached sluice-standin/base:bookworm"
-    return 0
-  fi
-  root="$COMPOSE_DIR/rootfs"
-  log "compose: debootstrap --variant=minbase bookworm from $mirror with $COMPOSE_BASE_PACKAGES (once; a few minutes)"
-  if ! debootstrap --variant=minbase --include="$COMPOSE_BASE_PACKAGES" bookworm "$root" "$mirror" \
-    >"$COMPOSE_DIR/debootstrap.log" 2>&1; then
-    show_log_tail "$COMPOSE_DIR/debootstrap.log"
-    die "compose: debootstrap failed (log above)"
+  mkdir -p "$cache/debs"
+  rm -rf "$cache"/rootfs.* "$cache"/base-*.tar.tmp # an interrupted build's (the build lock is held)
+  root="$(mktemp -d "$cache/rootfs.XXXXXX")"
+  log "compose: debootstrap --variant=minbase bookworm from $mirror with $COMPOSE_BASE_PACKAGES (once; a few minutes; log: $cache/debootstrap.log)"
+  if ! debootstrap --variant=minbase --cache-dir="$cache/debs" --include="$COMPOSE_BASE_PACKAGES" \
+    bookworm "$root" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+    show_log_tail "$cache/debootstrap.log"
+    rm -rf "$root"
+    die "compose: debootstrap failed (log above: $cache/debootstrap.log)"
   fi
   # Package caches, documentation and the cluster the postgresql package created are not part
   # of the image.
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
     "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
     "$root"/usr/share/locale/* "$root"/var/lib/postgresql/15 "$root"/etc/postgresql/15
-  log "compose: importing the base ($(du -sh "$root" | cut -f1))"
-  tar -C "$root" -c . | _docker import \
+  tar -C "$root" -cf "$cache/base-$want.tar.tmp" .
+  rm -rf "$root" "$cache"/base-*.tar
+  mv "$cache/base-$want.tar.tmp" "$cache/base-$want.tar"
+  log "compose: stand-in base root file system ready in $((SECONDS - t0))s ($(du -sh "$cache/base-$want.tar" | cut -f1))"
+}
+
+# compose_base imports sluice-standin/base:bookworm from compose_base_rootfs's tarball, once.
+compose_base() {
+  local cache want t0=$SECONDS
+  cache="$(_compose_cache)"
+  want="$(_compose_base_inputs)"
+  if [[ "$(_image_label sluice-standin/base:bookworm)" == "$want" ]]; then
+    log "compose: using cached sluice-standin/base:bookworm"
+    echo "$want" >"$cache/base.imported" # so compose_prefetch skips debootstrap next time
+    rm -f "$cache/base-$want.tar"
+    return 0
+  fi
+  [[ -f "$cache/base-$want.tar" ]] || { rm -f "$cache/base.imported"; compose_base_rootfs; }
+  log "compose: importing the stand-in base"
+  _docker import \
     --change "LABEL sluice.inputs=$want" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'CMD ["/bin/bash"]' - sluice-standin/base:bookworm >/dev/null
-  rm -rf "$root"
-  log "compose: sluice-standin/base:bookworm ready in $((SECONDS - t0))s"
+    --change 'CMD ["/bin/bash"]' - sluice-standin/base:bookworm <"$cache/base-$want.tar" >/dev/null
+  # The image is the copy from now on (compose_base builds the tarball again if it goes).
+  echo "$want" >"$cache/base.imported"
+  rm -f "$cache/base-$want.tar"
+  log "compose: sluice-standin/base:bookworm imported in $((SECONDS - t0))s"
 }
 
 # _standin NAME CONTEXT EXTRA_INPUT builds sluice-standin/NAME from CONTEXT on the base unless
@@ -285,13 +391,13 @@ compose_phase() {
   local t0=$SECONDS t_setup t_up t_checks t_down ports
   COMPOSE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-compose.XXXXXX")"
   is_root || die "compose: the compose phase starts dockerd and needs root (SLUICE_TEST_NO_COMPOSE=1 skips it locally)"
-  compose_tools
-  _compose_lock
-  compose_v2_background
   _compose_gobuild "$COMPOSE_ROOT"
+  compose_prefetch_wait
+  compose_v2_path || die "compose: no Compose v2 binary at $COMPOSE_BIN"
+  log "compose: $("$COMPOSE_BIN" version)"
+  _compose_lock
   compose_dockerd
   compose_images "$COMPOSE_ROOT"
-  compose_v2_wait
   t_setup=$((SECONDS - t0))
 
   # Host ports for the smoke override: free loopback ports, so a developer's own stack on
@@ -389,12 +495,8 @@ compose_stop_dockerd() {
 
 # compose_teardown: see the file comment. Safe to call when the phase never ran.
 compose_teardown() {
+  compose_prefetch_stop
   [[ -n "$COMPOSE_DIR" ]] || return 0
-  if [[ -n "$COMPOSE_V2_PID" ]] && pid_alive "$COMPOSE_V2_PID"; then
-    log "compose: stopping the Compose v2 build (it starts over next time)"
-    kill -TERM -- "-$(cat "$COMPOSE_DIR/compose-v2.pgid" 2>/dev/null || echo "$COMPOSE_V2_PID")" 2>/dev/null
-    wait "$COMPOSE_V2_PID" 2>/dev/null
-  fi
   if [[ -n "$COMPOSE_GOBUILD_PID" ]] && pid_alive "$COMPOSE_GOBUILD_PID"; then
     kill -TERM "$COMPOSE_GOBUILD_PID" 2>/dev/null
     wait "$COMPOSE_GOBUILD_PID" 2>/dev/null
