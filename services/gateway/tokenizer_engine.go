@@ -132,6 +132,12 @@ func parseTokenizeAnswer(b []byte) (tokens, error) {
 	if t, ok := scanTokenizeAnswer(b); ok {
 		return t, nil
 	}
+	return decodeTokenizeAnswer(b)
+}
+
+// decodeTokenizeAnswer reads an answer with encoding/json: the fallback of parseTokenizeAnswer
+// and the reference its fast scan must agree with (tests).
+func decodeTokenizeAnswer(b []byte) (tokens, error) {
 	var out struct {
 		Tokens []uint32 `json:"tokens"`
 		Count  *int64   `json:"count"`

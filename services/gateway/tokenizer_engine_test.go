@@ -8,22 +8,6 @@ import (
 	"testing"
 )
 
-// jsonTokenizeAnswer is what encoding/json makes of an answer: the reference the fast scan
-// must agree with.
-func jsonTokenizeAnswer(b []byte) (tokens, error) {
-	var out struct {
-		Tokens []uint32 `json:"tokens"`
-		Count  *int64   `json:"count"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return tokens{}, err
-	}
-	if out.Tokens == nil && out.Count != nil {
-		return tokens{count: *out.Count}, nil
-	}
-	return tokens{count: int64(len(out.Tokens)), ids: out.Tokens}, nil
-}
-
 var tokenizeAnswers = []string{
 	`{"tokens":[7,8,9,10],"count":4,"max_model_len":4096}`,
 	` { "tokens" : [ 0 , 4294967295 ] , "count" : 2 } `,
@@ -65,7 +49,7 @@ func FuzzParseTokenizeAnswer(f *testing.F) {
 
 func checkTokenizeAnswer(t *testing.T, b []byte) {
 	t.Helper()
-	want, werr := jsonTokenizeAnswer(b)
+	want, werr := decodeTokenizeAnswer(b)
 	if fast, ok := scanTokenizeAnswer(b); ok {
 		if werr != nil || !reflect.DeepEqual(fast, want) {
 			t.Errorf("scan(%q) = %v; encoding/json: %v, %v", b, fast, want, werr)
