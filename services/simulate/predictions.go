@@ -16,14 +16,14 @@ import (
 // estimate and its parts, from the explain output) and what the engine really had ahead of it
 // when the request was submitted; the outcome joins it from the request's record.
 type prediction struct {
-	ok                     bool
-	reason                 string
-	parts                  policy.TTFTParts
-	matched, uncached      int64
-	loadAge                time.Duration
-	dispatchesSince        int64
-	trueWaitingUncached    int64 // the engine's own pending prefill at submission
-	trueWaiting, trueRunng int64
+	ok                       bool
+	reason                   string
+	parts                    policy.TTFTParts
+	matched, uncached        int64
+	loadAge                  time.Duration
+	dispatchesSince          int64
+	trueWaitingUncached      int64 // the engine's own pending prefill at submission
+	trueWaiting, trueRunning int64
 }
 
 // recordPrediction keeps the chosen candidate of dec's explanation.
@@ -71,7 +71,7 @@ func (f *fleet) writePredictions(dir, name string) error {
 		fmt.Fprintf(w, "%d,%s,%d,%s,%s,%s,%s,%s,%d,%q,%.1f,%t,%t,%d,%d,%s,%d,%d,%d,%d,%d,%s,%s\n", i, ms(r.arrival), r.engine, p.reason,
 			ms(p.parts.Estimate), ms(p.parts.Queue), ms(p.parts.SlotWait), ms(p.parts.OwnPrefill), p.parts.QueueTokens, p.parts.QueueFrom,
 			p.parts.Rate, p.parts.RateDefault, p.parts.BatchFull, p.matched, p.uncached, ms(p.loadAge), p.dispatchesSince,
-			p.trueWaitingUncached, p.trueWaiting, p.trueRunng, r.cached, ms(r.queue), ms(r.ttft))
+			p.trueWaitingUncached, p.trueWaiting, p.trueRunning, r.cached, ms(r.queue), ms(r.ttft))
 	}
 	if err := w.Flush(); err != nil {
 		file.Close()

@@ -392,7 +392,7 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, idx int, t time.Ti
 		p := &f.preds[idx]
 		recordPrediction(p, &dec)
 		l := e.sim.Load(t)
-		p.trueWaitingUncached, p.trueWaiting, p.trueRunng = l.WaitingUncachedTokens, l.Waiting, l.Running
+		p.trueWaitingUncached, p.trueWaiting, p.trueRunning = l.WaitingUncachedTokens, l.Waiting, l.Running
 	}
 	run, err := e.sim.Submit(t, engine.Request{TokenIDs: tokens, MaxTokens: out})
 	if err != nil {
