@@ -387,3 +387,49 @@ func TestTTFTAwareWaitingWithFreeSlotsIsPrefillQueue(t *testing.T) {
 		t.Errorf("Pick() = %s (%s); a %+v; want a by least_ttft, no slot wait, 300 ms", pk.Engine.ID, pk.Reason, a.TTFT)
 	}
 }
+
+// A burst decided at the very instant a report was captured (one clock reading: a virtual
+// clock, or a coarse one) must see its own earlier dispatches: the report cannot hold them.
+// Counting only dispatches strictly after the capture left every engine as idle as its report
+// for the whole burst, and the estimates under-counted the queue ahead (sluice simulate,
+// Mooncake conversation trace, whose arrivals fall on report ticks: TTFT p90 above round robin).
+func TestTTFTAwareCountsDispatchesAtTheReportInstant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().Add(-time.Minute)
+	clk := &testClock{now}
+	withClock(t, f, clk)
+	es := f.engines(registry.RolePlain, "a", "b", "c")
+	for _, id := range []string{"a", "b", "c"} {
+		f.reportRate(id, nativeLoad(0, 0, 0), now.Add(-time.Second), 10000) // latest captured at now
+	}
+	p := newTTFT(t, f, config.PolicySpec{}, &fakePrefix{slots: f.slots})
+	byID := map[string]*registry.Engine{}
+	for _, e := range es {
+		byID[e.ID] = e
+	}
+	// Four 4,000-token cold requests at now: each engine gets one, then the fourth sees 4,000
+	// tokens (0.4 s) ahead everywhere.
+	var got []string
+	for i := range 4 {
+		tr := &Trace{}
+		pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, TokenIDs: tokens(4000), Trace: tr})
+		got = append(got, pk.Engine.ID)
+		if i == 3 {
+			for _, id := range []string{"a", "b", "c"} {
+				c := candidate(t, tr, id)
+				if c.DispatchesSinceReport != 1 || c.TTFT.QueueTokens != 4000 || c.TTFT.Estimate != 800*time.Millisecond {
+					t.Errorf("4th pick, %s: %d dispatches since, %d tokens ahead, estimate %v; want 1, 4000, 800ms (note %q)",
+						id, c.DispatchesSinceReport, c.TTFT.QueueTokens, c.TTFT.Estimate, c.Note)
+				}
+				if !strings.Contains(c.Note, "0 reported − 0 prefilled since + 4000 dispatched since") {
+					t.Errorf("4th pick, %s: note %q does not show the dispatch since the report", id, c.Note)
+				}
+			}
+		}
+		f.inflight(byID[pk.Engine.ID], 1)
+	}
+	if strings.Join(got[:3], ",") != "a,b,c" {
+		t.Errorf("picks %v; want a, b, c first (one each), then the tie-break", got)
+	}
+}

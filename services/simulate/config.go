@@ -53,6 +53,10 @@ type Config struct {
 	Policies string
 	// Out is a directory for report.md and report.json; empty prints the markdown only.
 	Out string
+	// Predictions, when set, is a directory for one CSV per decider policy with every decision's
+	// predicted TTFT for the chosen engine (ttft_aware's estimate and its parts; explain output)
+	// next to the TTFT the simulated engine produced. Off by default: explaining costs time.
+	Predictions string
 }
 
 // DefaultConfig is the simulation the flags default to.
@@ -83,6 +87,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ConfigPath, "config", c.ConfigPath, "decider configuration file (default: one plain bucket over the engines)")
 	fs.StringVar(&c.Policies, "policies", c.Policies, "comma-separated policy types to compare, each on a fresh identical fleet (the plain default_policy; groups with their own policy keep it); peer:NAME is a harness-only reference router instead of the decider ("+peerPrefix+strings.Join(peerNames, ", "+peerPrefix)+"); empty with -config runs the file as is")
 	fs.StringVar(&c.Out, "out", c.Out, "directory for report.md and report.json (default: print the markdown report)")
+	fs.StringVar(&c.Predictions, "predictions", c.Predictions, "directory for predictions-POLICY.csv: per decision, the chosen engine's predicted TTFT and its parts (ttft_aware) next to the simulated TTFT; empty = off")
 }
 
 // Validate reports every invalid field.

@@ -168,6 +168,7 @@ type fleet struct {
 	kvq     []delivery
 	vocab   uint32
 	records []requestRecord
+	preds   []prediction // per request when cfg.Predictions is set (decider policies only)
 	// peer is the baseline routing this fleet (nil: the decider); chainer hashes prompts into
 	// the engines' block chains for it.
 	peer    baseline
@@ -256,6 +257,15 @@ func runPolicy(ctx context.Context, cfg Config, doc *config.Document, peer strin
 	if err := f.run(ctx, reqs); err != nil {
 		return PolicyResult{}, err
 	}
+	if f.preds != nil {
+		name := "config"
+		if p := doc.DefaultPolicy; p != nil && p.Plain != nil {
+			name = p.Plain.Type
+		}
+		if err := f.writePredictions(cfg.Predictions, name); err != nil {
+			return PolicyResult{}, err
+		}
+	}
 	return f.result(), nil
 }
 
@@ -264,6 +274,9 @@ func runPolicy(ctx context.Context, cfg Config, doc *config.Document, peer strin
 // tick, then arrivals. It ends when no request remains to arrive, run or be indexed.
 func (f *fleet) run(ctx context.Context, reqs []trace.Request) error {
 	f.records = make([]requestRecord, len(reqs))
+	if f.cfg.Predictions != "" && f.peer == nil {
+		f.preds = make([]prediction, len(reqs))
+	}
 	nextReport := start
 	i := 0
 	for {
@@ -322,7 +335,7 @@ func (f *fleet) run(ctx context.Context, reqs []trace.Request) error {
 			nextReport = nextReport.Add(f.cfg.ReportInterval)
 		}
 		for i < len(reqs) && !start.Add(reqs[i].Arrival).After(t) {
-			if err := f.arrive(ctx, &reqs[i], &f.records[i], t); err != nil {
+			if err := f.arrive(ctx, &reqs[i], i, t); err != nil {
 				return err
 			}
 			i++
@@ -345,8 +358,9 @@ func (f *fleet) flushKV(e *simEngine, t time.Time) error {
 	return nil
 }
 
-// arrive decides r at t and submits it to the chosen engine.
-func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord, t time.Time) error {
+// arrive decides r (request idx of the run) at t and submits it to the chosen engine.
+func (f *fleet) arrive(ctx context.Context, r *trace.Request, idx int, t time.Time) error {
+	rec := &f.records[idx]
 	tokens := r.TokenIDs(f.vocab)
 	out := max(r.OutputTokens, 1)
 	rec.engine = -1
@@ -356,7 +370,8 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord
 		return f.arrivePeer(r, rec, tokens, out, t)
 	}
 	dec, err := f.st.Decider.Decide(ctx, policy.Request{Model: f.engines[0].model, InputTokens: int64(len(tokens)),
-		ExpectedPeakTokens: int64(len(tokens) + out), HasPeak: true, TokenIDs: tokens, RequestID: strconv.Itoa(r.Index)})
+		ExpectedPeakTokens: int64(len(tokens) + out), HasPeak: true, TokenIDs: tokens, RequestID: strconv.Itoa(r.Index),
+		Explain: f.preds != nil})
 	if err != nil {
 		var de *decider.Error
 		if errors.As(err, &de) && de.Kind == decider.KindUnavailable {
@@ -372,6 +387,12 @@ func (f *fleet) arrive(ctx context.Context, r *trace.Request, rec *requestRecord
 	e, ok := f.byID[pick.ID]
 	if !ok {
 		return fmt.Errorf("request %d: decided engine %q is not simulated", r.Index, pick.ID)
+	}
+	if f.preds != nil {
+		p := &f.preds[idx]
+		recordPrediction(p, &dec)
+		l := e.sim.Load(t)
+		p.trueWaitingUncached, p.trueWaiting, p.trueRunning = l.WaitingUncachedTokens, l.Waiting, l.Running
 	}
 	run, err := e.sim.Submit(t, engine.Request{TokenIDs: tokens, MaxTokens: out})
 	if err != nil {

@@ -226,3 +226,55 @@ func TestRealTraceWindow(t *testing.T) {
 		t.Errorf("report.json lacks block_hit_rate:\n%s", js)
 	}
 }
+
+// TestPredictionsMatchABurstOnAReportTick: -predictions writes each ttft_aware decision's
+// predicted TTFT next to the simulated one. A burst of four cold requests arrives at a report
+// tick (the report is captured at the burst's instant) on two engines, after one warm-up
+// request that lets the decider measure the prefill rate: every prediction of the burst must be
+// the engine's TTFT, so the burst's own earlier dispatches are counted as queue ahead.
+func TestPredictionsMatchABurstOnAReportTick(t *testing.T) {
+	t.Parallel()
+	cfg := handConfig(2, "ttft_aware")
+	cfg.Predictions = t.TempDir()
+	reqs := []trace.Request{{Index: 0, Arrival: 0, InputTokens: 2 * 512, OutputTokens: 1, BlockIDs: []int64{1, 2}},
+		{Index: 1, Arrival: 0, InputTokens: 2 * 512, OutputTokens: 1, BlockIDs: []int64{3, 4}}}
+	for i := range 4 {
+		reqs = append(reqs, trace.Request{Index: 2 + i, Arrival: 10 * time.Second, InputTokens: 4 * 512, OutputTokens: 1,
+			BlockIDs: []int64{int64(100*i + 101), int64(100*i + 102), int64(100*i + 103), int64(100*i + 104)}})
+	}
+	if _, err := Simulate(context.Background(), quiet, cfg, nil, reqs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(cfg.Predictions, "predictions-ttft_aware.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 1+len(reqs) {
+		t.Fatalf("%d lines, want a header and %d rows:\n%s", len(lines), len(reqs), data)
+	}
+	head := strings.Split(lines[0], ",")
+	col := func(row []string, name string) string {
+		for i, h := range head {
+			if h == name {
+				return row[i]
+			}
+		}
+		t.Fatalf("no column %q in %v", name, head)
+		return ""
+	}
+	var burstTTFTs []string
+	for _, l := range lines[1+2:] {
+		row := strings.Split(l, ",")
+		est, actual := col(row, "est_ms"), col(row, "actual_ttft_ms")
+		burstTTFTs = append(burstTTFTs, actual)
+		if est != actual {
+			t.Errorf("request %s: predicted %s ms, simulated %s ms (queue tokens %s, true %s, dispatches since %s)", col(row, "index"), est, actual,
+				col(row, "queue_tokens"), col(row, "true_waiting_uncached"), col(row, "dispatches_since"))
+		}
+	}
+	// 2048 cold tokens at 5120 tokens/s: 400 ms; the second on each engine waits for the first.
+	if got := strings.Join(burstTTFTs, " "); got != "400.000 400.000 800.000 800.000" {
+		t.Errorf("burst TTFTs %s; want 400, 400, 800, 800 ms", got)
+	}
+}
