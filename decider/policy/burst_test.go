@@ -387,3 +387,30 @@ func TestReleasedDispatchesDoNotCount(t *testing.T) {
 		t.Errorf("picked %s, want e1 (it reports less; its 5 dispatches since were released)", pk.Engine.ID)
 	}
 }
+
+// TestDispatchesAtTheReportInstantCount: a request dispatched at the very clock reading a report
+// was captured at is not in that report, so every comparison of reported load counts it (a
+// burst decided at one reading of a virtual or coarse clock, right on a report tick, otherwise
+// sees every engine as idle as its report).
+func TestDispatchesAtTheReportInstantCount(t *testing.T) {
+	t.Parallel()
+	r := newBurstRig(t, config.PolicyPowerOfTwo, registry.RoleDecode, 2, 1)
+	r.clock = time.Now()
+	for i, w := range r.es {
+		rep := decodeLoad(int64(i), 64) // batch full: e0 reports 0 waiting, e1 1
+		rep.CapturedAt = r.clock
+		r.f.report(w.ID, rep)
+	}
+	for range 2 { // at the capture instant, still in flight
+		if _, err := r.f.inf.Acquire(r.es[0].Slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pk, err := r.pol.Pick(context.Background(), r.es, Request{Model: "m", Stage: registry.RoleDecode, InputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pk.Engine != r.es[1] {
+		t.Errorf("picked %s, want e1 (e0 reports 0 waiting but 2 were dispatched to it at the report's instant)", pk.Engine.ID)
+	}
+}

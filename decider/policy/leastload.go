@@ -52,7 +52,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			break
 		}
 		// The request counts of an observation's load, without building the rest of one.
-		waiting, running := requestsWith(v, p.deps.InFlight.DispatchesSince(w.Slot, v.CapturedAt))
+		waiting, running := requestsWith(v, sinceReport(p.deps.InFlight, w.Slot, v.CapturedAt))
 		scores = append(scores, satAdd(waiting, running))
 	}
 	if !reported {

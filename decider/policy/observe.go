@@ -80,10 +80,19 @@ func (d *Deps) observeInto(o *observation, snap loadtable.Snapshot, w *registry.
 	if v := snap.ViewRef(w.Slot); v != nil {
 		o.report, o.known = v, true
 		if o.inflight > 0 { // nothing in flight: no dispatch since the report can still count
-			o.since = min(d.InFlight.DispatchesSince(w.Slot, v.CapturedAt), o.inflight)
+			o.since = min(sinceReport(d.InFlight, w.Slot, v.CapturedAt), o.inflight)
 		}
 		o.load.set(v, o.since, tokens)
 	}
+}
+
+// sinceReport counts the dispatches to s at or after a report's capture instant. The report
+// cannot hold a request dispatched at that very instant (it had yet to reach the engine), so
+// such a dispatch is since the report; counting only strictly later ones loses every dispatch
+// of a burst decided at one clock reading (a virtual clock, or a coarse one) against a report
+// captured at that reading.
+func sinceReport(t InFlightReader, s slots.Slot, capturedAt time.Time) int64 {
+	return t.DispatchesSince(s, capturedAt.Add(-time.Nanosecond))
 }
 
 func (o observation) metrics() admission.Metrics {

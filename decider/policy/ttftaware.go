@@ -189,16 +189,6 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	c.uncached = max(input-c.matched, 0)
 	// Each dispatch since the report is assumed to cost what this request would there.
 	p.deps.observeInto(&c.o, snap, c.w, c.uncached)
-	if c.o.known && c.o.inflight > 0 {
-		// A dispatch stamped at the report's capture instant itself is not in the report either:
-		// the request still had to reach the engine. observeInto counts strictly later ones only,
-		// which misses a whole burst decided at one clock reading on a coarse or virtual clock
-		// (every engine then looks as idle as its report; see sinceReport).
-		if d := min(sinceReport(p.deps.InFlight, c.w.Slot, c.o.report.CapturedAt), c.o.inflight); d != c.o.since {
-			c.o.since = d
-			c.o.load.set(c.o.report, d, c.uncached)
-		}
-	}
 	ranks := int64(1)
 	if c.o.known {
 		ranks = max(int64(c.o.report.Ranks), 1)
@@ -251,15 +241,6 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	} else {
 		c.estMillis = math.MaxInt64
 	}
-}
-
-// sinceReport counts the dispatches to s at or after a report's capture instant. The report
-// cannot hold a request dispatched at that very instant (it had yet to reach the engine), so
-// such a dispatch is since the report; counting only strictly later ones loses every dispatch
-// of a burst decided at one clock reading (a virtual clock, or a coarse one) against a report
-// captured at that reading.
-func sinceReport(t InFlightReader, s slots.Slot, capturedAt time.Time) int64 {
-	return t.DispatchesSince(s, capturedAt.Add(-time.Nanosecond))
 }
 
 // residenceWindow is the longest span dispatches are counted over to measure an engine's
