@@ -334,7 +334,7 @@ sluice dev is running (Ctrl-C stops everything).
   gateway (OpenAI API + REST)  http://%[1]s
   decider gRPC                 %[2]s
   decider HTTP (Connect/REST)  http://%[3]s   metrics: http://%[3]s/metrics
-  console (web UI)             http://%[3]s/ui/   (it asks for the admin token below)
+  console (web UI)             http://%[3]s/ui/   (the page asks for the token printed below)
   kafka (in-process)           %[4]s
   enginelink (ZMQ -> Kafka)    http://%[6]s/metrics
   configuration                %[5]s

@@ -62,7 +62,7 @@ func startDevStack(t *testing.T) (gateway, consoleURL, token string) {
 	testrun.Background(t, func(ctx context.Context) error { return devstack.Run(ctx, slog.New(slog.DiscardHandler), cfg, &out) })
 	gwRE := regexp.MustCompile(`gateway \(OpenAI API \+ REST\)\s+(http://\S+)`)
 	uiRE := regexp.MustCompile(`console \(web UI\)\s+(http://\S+/ui/)`)
-	tokRE := regexp.MustCompile(`admin token\s+(\S+)`)
+	tokRE := regexp.MustCompile(`(?m)^\s*admin token\s+(\S+)`)
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		g, u, k := gwRE.FindStringSubmatch(out.String()), uiRE.FindStringSubmatch(out.String()), tokRE.FindStringSubmatch(out.String())
 		if g != nil && u != nil && k != nil {
