@@ -57,7 +57,7 @@ func TestDecideLoRAAndSaltNamespaces(t *testing.T) {
 		adapterEngine("c", []string{"sql-lora"}),
 		adapterEngine("x1", []string{"shared"}, "x"),
 		adapterEngine("y1", []string{"shared"}, "y"),
-	}, policy.LocalIndex{Index: ix})
+	}, &policy.LocalIndex{Index: ix})
 	f.apply(`
 default_policy:
   plain: {type: cache_aware, admission: {max_running_requests: 1000}}
@@ -155,5 +155,37 @@ default_policy:
 				t.Errorf("Decide(%+v) = %v, want invalid argument %s", c.req, err, c.reason)
 			}
 		})
+	}
+}
+
+// TestDecideTTFTTargetWithTheLocalIndex: with the TTFT-target order on, one Decide looks the
+// prompt up twice in the real KV index (the buckets' prediction, then the policy) through the
+// request's memo. The memo compares prefix sources with ==; the production source once was a
+// LocalIndex value holding a func, so that second lookup panicked (500 through the gateway).
+func TestDecideTTFTTargetWithTheLocalIndex(t *testing.T) {
+	t.Parallel()
+	ix, err := kvindex.New(kvindex.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, []registry.Engine{engine("a", registry.RolePlain), engine("b", registry.RolePlain)},
+		&policy.LocalIndex{Index: ix, Uncertain: func(string) bool { return false }})
+	f.apply(`
+ttft_slo: {enabled: true}
+buckets:
+  - {id: small, limits: {max: 4096}, groups: {plain: {policy: {type: cache_aware}}}}
+  - {id: large, groups: {plain: {policy: {type: ttft_aware}}}}
+`)
+	f.running("a", 0)
+	f.running("b", 0)
+	for _, target := range []float64{500, 0.5} {
+		dec, err := f.d.Decide(context.Background(), policy.Request{Model: "m", InputTokens: 512, TokenIDs: make([]uint32, 512),
+			DryRun: true, Explain: true, TTFTTargetMillis: target, HasTTFTTarget: true})
+		if err != nil {
+			t.Fatalf("Decide(target %v ms) = %v, want a decision", target, err)
+		}
+		if dec.Explain == nil || dec.Explain.TTFTSLO == nil || len(dec.Explain.TTFTSLO.Buckets) != 2 {
+			t.Fatalf("Decide(target %v ms): explain %+v, want both buckets predicted", target, dec.Explain)
+		}
 	}
 }

@@ -37,7 +37,7 @@ func benchDecidePrefix(b *testing.B, policyType, wantReason string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := newFixtureWith(b, ws, policy.LocalIndex{Index: ix})
+	f := newFixtureWith(b, ws, &policy.LocalIndex{Index: ix})
 	f.apply(`
 default_policy:
   plain: {type: ` + policyType + `, admission: {max_running_requests: 1000000}}

@@ -138,7 +138,7 @@ func (in *Ingestion) SyncIndex() error {
 // PrefixSource is what cache-aware policies read: the local index, with the KV ingester's
 // residency-uncertainty flags.
 func (in *Ingestion) PrefixSource() policy.PrefixSource {
-	return policy.LocalIndex{Index: in.Index, Uncertain: in.KV.Uncertain}
+	return &policy.LocalIndex{Index: in.Index, Uncertain: in.KV.Uncertain}
 }
 
 // BuildDecider builds the decider over the state; in may be nil (no KV ingestion, so no

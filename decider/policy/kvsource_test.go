@@ -32,7 +32,7 @@ func TestCacheAwareOverLocalIndex(t *testing.T) {
 	if err := ix.Store(kvindex.Holder{Engine: es[1].Slot}, kvindex.Namespace{Model: "m"}, ev); err != nil {
 		t.Fatal(err)
 	}
-	p := newCacheAware(f.deps, admission.Limits{}, defaults(), LocalIndex{Index: ix})
+	p := newCacheAware(f.deps, admission.Limits{}, defaults(), &LocalIndex{Index: ix})
 	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePrefill, InputTokens: 2100, TokenIDs: append(prompt, make([]uint32, 52)...)})
 	if pk.Engine.ID != "b" || pk.Reason != ReasonCacheCandidate {
 		t.Errorf("Pick(held prefix) = %s (%s), want b cache_candidate", pk.Engine.ID, pk.Reason)

@@ -345,7 +345,7 @@ func TestNewBuildsEveryConfiguredType(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	deps := f.deps
-	deps.Prefix = LocalIndex{}
+	deps.Prefix = &LocalIndex{}
 	deps.Affinity = newAffinity(t)
 	for _, typ := range config.PolicyTypes() {
 		p, err := New(config.PolicySpec{Type: typ}, deps)
