@@ -72,7 +72,7 @@ func main() {
 	fs.StringVar(&f.sluicePolicies, "sluice-policies", "cache_aware,power_of_two,load_based", "sluice policies (empty = skip sluice); POLICY+ids sends that policy's prompts as token ids (no /tokenize in the gateway)")
 	fs.IntVar(&f.cacheBlocks, "cache-blocks", 32768, "engine prefix cache, blocks of 16 tokens (32768 = 512k tokens)")
 	fs.IntVar(&f.maxRunning, "max-running", 32, "engine running slots")
-	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed, uncached tokens/s per request (real time)")
+	fs.Float64Var(&f.prefillTokPerSec, "prefill-tokens-per-sec", 20000, "engine prefill speed: uncached tokens/s of each engine's one FCFS prefill server (real time)")
 	fs.Float64Var(&f.decodeMs, "decode-ms-per-token", 20, "engine time per output token (real time)")
 	fs.StringVar(&f.sluiceTokenizer, "sluice-tokenizer", "engine", "the gateway's -tokenizer (engine: the engine's /tokenize, as a cache_aware deployment on SGLang engines would); "+
 		"auto: engine for cache_aware, estimate (the gateway's default) for policies that read no token ids")
