@@ -104,7 +104,7 @@ tidy-tools: ## Tidy the pinned tool module (tools/go.mod)
 # `make routing-quality`: sluice's policies beside the peer baselines (services/simulate,
 # baselines.go) on the conversation trace, 8 engines, one run per speed. `make -j2` runs two
 # speeds at once; each run uses one core.
-ROUTING_TRACE ?= /work/shared/data/conversation_trace.jsonl
+ROUTING_TRACE ?= testdata/traces/conversation_trace.jsonl
 ROUTING_WINDOW ?= 60m
 ROUTING_SPEEDS ?= 1 2 3
 ROUTING_OUT ?= routing-quality
@@ -122,7 +122,7 @@ routing-quality-speed%: build
 # `make sim-honesty`: one trace window through the live sluice dev stack (in-process Kafka,
 # simengines over ZMQ and /v1/loads, enginelink, decider, gateway; real time) and through
 # sluice simulate with the same settings (tests/honesty), side by side in HONESTY_OUT.
-HONESTY_TRACE ?= /work/shared/data/conversation_trace.jsonl
+HONESTY_TRACE ?= testdata/traces/conversation_trace.jsonl
 HONESTY_OUT ?= routing-quality/honesty.md
 HONESTY_ARGS ?= -window 5m -speed 2 -policies cache_aware,ttft_aware
 

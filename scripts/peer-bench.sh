@@ -14,7 +14,7 @@
 #   run the gateway with -embed-decider)
 #
 # Environment:
-#   PEER_TRACE                 trace file (default /work/shared/data/conversation_trace.jsonl)
+#   PEER_TRACE                 trace file (default testdata/traces/conversation_trace.jsonl)
 #   PEER_OUT                   output file (default BENCHMARKS-peer.md in the repository root)
 #   SLUICE_TEST_KAFKA_BROKERS  use this Kafka instead of starting one (scripts/lib/kafka.sh)
 #   SLUICE_CACHE               cache dir (venv, Kafka jars)

@@ -8,7 +8,7 @@
 //     (proto/sluice/v1/records.proto).
 //   - msgpack_batch.go, msgpack_fields.go, msgpack_namespace.go,
 //     msgpack_reader.go: the engines' own msgpack batches, vLLM and SGLang in
-//     every layout of spec/WIRE.md (the batch framing; one event's field
+//     every layout of docs/wire-formats.md (the batch framing; one event's field
 //     schema; vLLM extra keys turned into a namespace; the msgpack reader).
 //
 // The rules an event must follow once decoded (block counts, token counts,

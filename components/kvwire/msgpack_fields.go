@@ -9,7 +9,7 @@ import (
 )
 
 // This file reads one event's fields, positional or map form (the field schema of
-// spec/WIRE.md); msgpack_batch.go reads the batch around them and
+// docs/wire-formats.md, "msgpack KV batches"); msgpack_batch.go reads the batch around them and
 // msgpack_namespace.go turns vLLM's extra keys into a namespace.
 
 // Field identities shared by the positional and map forms.

@@ -262,7 +262,7 @@ func TestPeerSeesOwnHistory(t *testing.T) {
 func TestRealTraceWindowPeers(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat(realTrace); err != nil {
-		t.Skipf("no trace: %v", err)
+		t.Fatalf("the repository's trace is missing (testdata/traces): %v", err)
 	}
 	cfg := DefaultConfig()
 	cfg.Trace = realTrace

@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	tracePath := flag.String("trace", "/work/shared/data/conversation_trace.jsonl", "trace file: Mooncake .jsonl or Azure .csv")
+	tracePath := flag.String("trace", "testdata/traces/conversation_trace.jsonl", "trace file: Mooncake .jsonl or Azure .csv")
 	from := flag.Duration("from", 0, "start of the window in trace time")
 	window := flag.Duration("window", 5*time.Minute, "length of the window (trace time)")
 	speed := flag.Float64("speed", 2, "arrival speed-up of the trace on both sides (2 = twice as dense); the live side runs in real time")

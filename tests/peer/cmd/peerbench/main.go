@@ -52,7 +52,7 @@ func main() {
 		return def
 	}
 	fs := flag.CommandLine
-	fs.StringVar(&f.tracePath, "trace", env("PEER_TRACE", "/work/shared/data/conversation_trace.jsonl"), "trace file: Mooncake .jsonl or Azure .csv (env PEER_TRACE)")
+	fs.StringVar(&f.tracePath, "trace", env("PEER_TRACE", "testdata/traces/conversation_trace.jsonl"), "trace file: Mooncake .jsonl or Azure .csv (env PEER_TRACE)")
 	fs.DurationVar(&f.from, "from", 0, "start of the window in trace time")
 	fs.DurationVar(&f.window, "window", 10*time.Minute, "length of the trace window replayed (trace time)")
 	fs.Float64Var(&f.speed, "speed", 0, "time compression of the trace: arrivals are divided by it, and the engines' simulated durations too (0 = the window in 2 minutes)")
