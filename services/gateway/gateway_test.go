@@ -490,3 +490,62 @@ func TestRESTMappingProxiedToDecider(t *testing.T) {
 		t.Errorf("GET /v1/admin/engines = %d %s, want e1 listed", r2.StatusCode, got)
 	}
 }
+
+// TestBodyTypeErrorsNameTheField: a body of the wrong shape is a 400 that names the field, the
+// JSON type it must have and what came instead — never Go type names — and reaches no engine.
+func TestBodyTypeErrorsNameTheField(t *testing.T) {
+	e1 := newFakeEngine(t, "e1")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
+	g := startGateway(t, d, nil)
+	tests := []struct {
+		name, path, body, code, param string
+		says                          []string
+	}{
+		{"empty", routeChat, "", "invalid_json", "", []string{"empty"}},
+		{"blank", routeChat, " \n\t", "invalid_json", "", []string{"empty"}},
+		{"array", routeChat, `[1,2]`, "invalid_json", "", []string{"must be a JSON object", "array"}},
+		{"string", routeCompletions, `"hi"`, "invalid_json", "", []string{"must be a JSON object", "string"}},
+		{"truncated", routeChat, `{"model":"m","messages":[`, "invalid_json", "", []string{"not valid JSON"}},
+		{"model a number", routeChat, `{"model":5,"messages":[{"role":"user","content":"x"}]}`, "invalid_type", "model", []string{`"model" must be a string`, "number"}},
+		{"stream a string", routeChat, `{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, "invalid_type", "stream", []string{`"stream" must be a boolean`, "string"}},
+		{"max_tokens too big", routeCompletions, `{"model":"m","prompt":"x","max_tokens":1e30}`, "invalid_type", "max_tokens", []string{`"max_tokens" must be an integer`, "1e30"}},
+		{"max_tokens fractional", routeCompletions, `{"model":"m","prompt":"x","max_tokens":1.5}`, "invalid_type", "max_tokens", []string{`"max_tokens" must be an integer`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := post(t, g, tt.path, tt.body)
+			got := readAll(t, resp)
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Param   *string `json:"param"`
+					Code    string  `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(got), &e); err != nil {
+				t.Fatalf("POST %q = %d %s: not an OpenAI error: %v", tt.body, resp.StatusCode, got, err)
+			}
+			param := ""
+			if e.Error.Param != nil {
+				param = *e.Error.Param
+			}
+			if resp.StatusCode != http.StatusBadRequest || e.Error.Code != tt.code || param != tt.param {
+				t.Errorf("POST %q = %d code %q param %q, want 400 %q %q (%s)", tt.body, resp.StatusCode, e.Error.Code, param, tt.code, tt.param, got)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(e.Error.Message, s) {
+					t.Errorf("message %q does not say %q", e.Error.Message, s)
+				}
+			}
+			for _, goName := range []string{"gateway.", "int64", "Go struct", "Go value"} {
+				if strings.Contains(e.Error.Message, goName) {
+					t.Errorf("message %q leaks the Go name %q", e.Error.Message, goName)
+				}
+			}
+		})
+	}
+	if n := len(e1.requests()); n != 0 {
+		t.Errorf("engine got %d requests, want 0", n)
+	}
+	waitLeases(t, d)
+}

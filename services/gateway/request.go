@@ -66,9 +66,12 @@ func badRequest(param, code, format string, args ...any) *requestError {
 // parseFacts reads the routing facts of a body sent to route; defaultModel applies to /generate
 // bodies without a model.
 func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, badRequest("", "invalid_json", "the request body is empty; send a JSON object")
+	}
 	var b body
 	if err := decodeBody(raw, &b); err != nil {
-		return nil, badRequest("", "invalid_json", "request body is not a JSON object: %v", err)
+		return nil, bodyError(err)
 	}
 	if b.Model == "" && route == routeGenerate {
 		b.Model = defaultModel
