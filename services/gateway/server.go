@@ -42,10 +42,10 @@ type Server struct {
 	admin     sluicev1.AdminServiceClient
 	tokenizer tokenizer
 	// engines is the client to engines; engineRT its transport, which the request path calls
-	// directly (engineRoundTrip).
+	// directly (engineDoer).
 	engines  *http.Client
 	engineRT http.RoundTripper
-	metrics   *metrics
+	metrics  *metrics
 
 	sessionHeader, routingHeader string
 	sizes                        limits.Sizes
