@@ -14,7 +14,7 @@ import (
 // type — goes to json.Unmarshal itself, so the result and the error text are always
 // encoding/json's.
 func decodeBody(raw []byte, b *body) error {
-	if !json.Valid(raw) || !scanBody(raw, b) {
+	if !validJSON(raw) || !scanBody(raw, b) {
 		*b = body{}
 		return json.Unmarshal(raw, b)
 	}
