@@ -49,3 +49,12 @@ func BenchmarkValidJSON(b *testing.B) {
 		}
 	})
 }
+
+func TestJSONStringMatchesMarshal(t *testing.T) {
+	for _, s := range []string{"", "sim", "meta-llama/Llama-3.1-8B-Instruct", `a"b`, `a\b`, "a\nb", "<tag>", "a&b", "é", "\u2028", "\x7f", "\xff", "model:v1"} {
+		want, _ := json.Marshal(s)
+		if got := jsonString(s); string(got) != string(want) {
+			t.Errorf("jsonString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

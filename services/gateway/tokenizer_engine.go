@@ -82,7 +82,7 @@ func (e *engineTokenizer) tokenize(ctx context.Context, p prompt) (tokens, error
 // and the chat's messages as the client sent them (the gateway parsed them already, so they
 // are valid JSON) or the prompt text joined.
 func tokenizeBody(p prompt) []byte {
-	model, _ := json.Marshal(p.model)
+	model := jsonString(p.model)
 	if p.messages != nil {
 		b := make([]byte, 0, len(model)+len(p.messages)+32)
 		b = append(append(append(b, `{"model":`...), model...), `,"messages":`...)
@@ -92,6 +92,19 @@ func tokenizeBody(p prompt) []byte {
 	b := make([]byte, 0, len(model)+len(text)+32)
 	b = append(append(append(b, `{"model":`...), model...), `,"prompt":`...)
 	return append(append(b, text...), '}')
+}
+
+// jsonString is json.Marshal(s): a string of plain printable ASCII (no quote, backslash or
+// character encoding/json escapes for HTML) is only quoted, anything else is marshalled.
+func jsonString(s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // tokenizeHeader is every /tokenize request's header, shared: the transports only read it.
