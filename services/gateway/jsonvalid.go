@@ -142,7 +142,7 @@ func stringEnd(b []byte, i int) int {
 					return -1
 				}
 				for _, h := range b[i+1 : i+5] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+					if hexDigit(h) < 0 {
 						return -1
 					}
 				}
@@ -204,3 +204,15 @@ var plainStringByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
