@@ -11,7 +11,8 @@
 #        scripts/peer-bench.sh -mode closed      closed-loop throughput: 1/16/64 clients of small chat
 #   completions, req/s, p50/p99 and CPU ms per request per system (-clients, -duration, -warmup,
 #   -closed-speed, -baseline-sluice BIN for a second sluice build; sluice policies POLICY+embedded
-#   run the gateway with -embed-decider)
+#   run the gateway with -embed-decider). The engines' and the load generator's CPU per request
+#   are shown apart, with the throughput ratio that the shared cores allow.
 #
 # Environment:
 #   PEER_TRACE                 trace file (default testdata/traces/conversation_trace.jsonl)

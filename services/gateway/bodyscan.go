@@ -14,7 +14,7 @@ import (
 // type — goes to json.Unmarshal itself, so the result and the error text are always
 // encoding/json's.
 func decodeBody(raw []byte, b *body) error {
-	if !json.Valid(raw) || !scanBody(raw, b) {
+	if !validJSON(raw) || !scanBody(raw, b) {
 		*b = body{}
 		return json.Unmarshal(raw, b)
 	}
@@ -94,6 +94,18 @@ func scanInt(v []byte, dst **int64) bool {
 		return true
 	}
 	var n int64
+	// A plain decimal of up to 18 digits fits int64 and reads the same by hand; anything else
+	// (a fraction, an exponent, a longer number) is encoding/json's to accept or refuse.
+	if digits := bytes.TrimPrefix(v, []byte("-")); len(digits) > 0 && len(digits) <= 18 && allDigits(digits) {
+		for _, c := range digits {
+			n = n*10 + int64(c-'0')
+		}
+		if len(digits) != len(v) {
+			n = -n
+		}
+		*dst = &n
+		return true
+	}
 	if json.Unmarshal(v, &n) != nil {
 		return false
 	}
@@ -242,4 +254,13 @@ func chatTextsFast(raw []byte) ([]string, bool) {
 // and valid UTF-8 (encoding/json replaces invalid bytes with U+FFFD).
 func plainString(v []byte) bool {
 	return len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v)
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

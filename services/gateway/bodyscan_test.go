@@ -14,7 +14,7 @@ var bodySamples = []string{
 	`{"Model":"m","prompt":"x"}`,
 	`{"model":"a","model":"b"}`,
 	`{"model":1}`, `{"model":null,"text":"t"}`, `{"stream":1}`, `{"stream":null}`,
-	`{"max_tokens":1.5}`, `{"max_tokens":-3}`, `{"max_tokens":99999999999999999999}`, `{"max_completion_tokens":7,"max_tokens":3}`,
+	`{"max_tokens":1.5}`, `{"max_tokens":-3}`, `{"max_tokens":-0}`, `{"max_tokens":0}`, `{"max_tokens":123456789012345678}`, `{"max_tokens":-923372036854775808}`, `{"max_tokens":9223372036854775807}`, `{"max_tokens":1e2}`, `{"max_tokens":99999999999999999999}`, `{"max_completion_tokens":7,"max_tokens":3}`,
 	`{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":4}}`,
 	`{"modeſ":"x"}`, `{"mod\u0065l":"x"}`, "{\"model\":\"\xff\"}",
 	`null`, `[]`, `"x"`, `{}`, `{"model":"m"`, `{"model" "m"}`, ``, `{"a":[1,{"b":[2,"]"]}],"model":"m"}`,

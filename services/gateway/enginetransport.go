@@ -40,6 +40,7 @@ type h1Transport struct {
 
 type h1Conn struct {
 	c      net.Conn
+	peek   *connPeeker
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
@@ -99,7 +100,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeReqBody(req)
 			return nil, err
 		}
-		pc = &h1Conn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}
+		pc = &h1Conn{c: c, peek: newConnPeeker(c), br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}
 	}
 	// A cancelled request unblocks whatever read or write is in progress on the connection,
 	// which is then closed instead of pooled.
@@ -200,7 +201,7 @@ func (t *h1Transport) get(addr string) *h1Conn {
 		conns[len(conns)-1] = nil
 		t.idle[addr] = conns[:len(conns)-1]
 		t.mu.Unlock()
-		if time.Since(pc.idleAt) < t.idleTimeout && pc.br.Buffered() == 0 && connAlive(pc.c) {
+		if time.Since(pc.idleAt) < t.idleTimeout && pc.br.Buffered() == 0 && pc.peek.connAlive() {
 			return pc
 		}
 		pc.c.Close()

@@ -4,5 +4,9 @@ package gateway
 
 import "net"
 
-// connAlive cannot peek without blocking here, so an idle connection is never reused.
-func connAlive(net.Conn) bool { return false }
+// connPeeker cannot peek without blocking here, so an idle connection is never reused.
+type connPeeker struct{}
+
+func newConnPeeker(net.Conn) *connPeeker { return &connPeeker{} }
+
+func (*connPeeker) connAlive() bool { return false }

@@ -42,7 +42,8 @@ func engineFailure(err error, retry bool, engineIDs ...string) attemptResult {
 // forward sends the request to the decision's engine(s) and relays the answer. When last is
 // false an engine failing before the first byte is reported as retryable and nothing is
 // written; when last is true the failure is answered (502, or the engine's own 5xx).
-func (s *Server) forward(r *http.Request, sw *statusWriter, route string, f *facts, raw []byte, dec *sluicev1.DecideResponse, last bool) attemptResult {
+func (s *Server) forward(r *http.Request, sw *statusWriter, rm *routeMetrics, f *facts, raw []byte, dec *sluicev1.DecideResponse, last bool) attemptResult {
+	route := rm.route
 	ctx, cancel := s.upstreamContext(r.Context())
 	defer cancel()
 	hdr := upstreamHeader(r.Header, sw.Header().Get("X-Request-Id"))
@@ -55,10 +56,10 @@ func (s *Server) forward(r *http.Request, sw *statusWriter, route string, f *fac
 			return res
 		}
 		res := s.relay(r, sw, f.stream, e.GetEngineId(), resp)
-		s.metrics.upstream.WithLabelValues(route).Observe(time.Since(t0).Seconds())
+		rm.up().Observe(time.Since(t0).Seconds())
 		return res
 	case dec.GetPick().GetPd() != nil:
-		return s.forwardPD(ctx, cancel, r, sw, route, f, raw, hdr, dec.GetPick().GetPd(), last)
+		return s.forwardPD(ctx, cancel, r, sw, rm, f, raw, hdr, dec.GetPick().GetPd(), last)
 	}
 	err := fmt.Errorf("decision %v has no pick", dec.GetPick())
 	writeAPIError(sw, apiError{status: http.StatusInternalServerError, typ: typeServer, code: "empty_pick", message: err.Error()})
@@ -68,8 +69,9 @@ func (s *Server) forward(r *http.Request, sw *statusWriter, route string, f *fac
 // forwardPD sends the body plus the bootstrap fields to prefill and decode concurrently, waits
 // for both answers' headers, then relays decode's while prefill's body is drained. A prefill
 // 4xx is relayed as is; a prefill 5xx or transport failure fails the request.
-func (s *Server) forwardPD(ctx context.Context, cancel context.CancelFunc, r *http.Request, sw *statusWriter, route string, f *facts,
+func (s *Server) forwardPD(ctx context.Context, cancel context.CancelFunc, r *http.Request, sw *statusWriter, rm *routeMetrics, f *facts,
 	raw []byte, hdr http.Header, pd *sluicev1.PrefillDecodePick, last bool) attemptResult {
+	route := rm.route
 	pre, de := pd.GetPrefill(), pd.GetDecode()
 	bs, err := newBootstrap(pre.GetUrl(), pre.GetBootstrapPort(), f.batch)
 	var body []byte
@@ -134,7 +136,7 @@ func (s *Server) forwardPD(ctx context.Context, cancel context.CancelFunc, r *ht
 		drained <- err
 	}()
 	res := s.relay(r, sw, f.stream, de.GetEngineId(), decResp)
-	s.metrics.upstream.WithLabelValues(route).Observe(time.Since(t0).Seconds())
+	rm.up().Observe(time.Since(t0).Seconds())
 	// Prefill has done its part once decode answered; give its body a moment to end, then
 	// cut it.
 	t := time.NewTimer(time.Second)
@@ -234,7 +236,7 @@ func (s *Server) send(ctx context.Context, base, route string, body []byte, hdr 
 		return nil, err
 	}
 	req.Header = hdr
-	return s.engines.Do(req)
+	return engineDoer{s.engines, s.engineRT}.Do(req)
 }
 
 func (s *Server) upstreamContext(parent context.Context) (context.Context, context.CancelFunc) {
@@ -275,6 +277,21 @@ func isHopByHop(k string) bool {
 }
 
 func isEventStream(contentType string) bool {
+	// The media type can only be text/event-stream when the value contains it (any case); the
+	// common application/json answer is told apart without parsing.
+	if len(contentType) < len("text/event-stream") || !containsFold(contentType, "event-stream") {
+		return false
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
+}
+
+// containsFold reports whether s contains the lowercase ASCII word sub in any case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }

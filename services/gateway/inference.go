@@ -22,15 +22,16 @@ import (
 // once, then decide-and-forward (retried once on another engine when one fails before the
 // first byte).
 func (s *Server) inference(route string) runtime.HandlerFunc {
+	rm := s.metrics.forRoute(route)
 	return func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
-			s.metrics.requests.WithLabelValues(route, statusLabel(sw.code())).Inc()
+			rm.requests(sw.code()).Inc()
 			if !sw.firstByte.IsZero() {
-				s.metrics.ttfb.WithLabelValues(route).Observe(sw.firstByte.Sub(start).Seconds())
+				rm.ttfb().Observe(sw.firstByte.Sub(start).Seconds())
 			}
 		}()
 		requestID := r.Header.Get("X-Request-Id")
@@ -59,7 +60,7 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 			var req *sluicev1.DecideRequest
 			if req, err = s.decideRequest(r.Context(), f, r.Header, requestID); err == nil {
 				s.wantExplain(r.Context(), req)
-				s.dispatch(r, sw, route, f, raw, req)
+				s.dispatch(r, sw, rm, f, raw, req)
 				return
 			}
 		}
@@ -143,7 +144,7 @@ func (s *Server) countTokens(ctx context.Context, f *facts) tokens {
 
 // dispatch decides and forwards, retrying once on a new decision that excludes a failed engine
 // when the failure happened before the client got anything. Every lease is released.
-func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *facts, raw []byte, req *sluicev1.DecideRequest) {
+func (s *Server) dispatch(r *http.Request, sw *statusWriter, rm *routeMetrics, f *facts, raw []byte, req *sluicev1.DecideRequest) {
 	var prior *attemptResult
 	for attempt := 1; ; attempt++ {
 		t0 := time.Now()
@@ -170,7 +171,7 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, route string, f *fa
 		}
 		s.annotate(r, sw, req, dec)
 		last := attempt > 1 || !s.cfg.RetryOnEngineFailure
-		res := s.forward(r, sw, route, f, raw, dec, last)
+		res := s.forward(r, sw, rm, f, raw, dec, last)
 		if sw.status != 0 {
 			// The answer is complete: let the client have its last bytes now rather than
 			// after the Release round trip.

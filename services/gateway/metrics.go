@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -54,4 +57,34 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.requests, m.upstream, m.ttfb, m.decide, m.retries, m.overloadRetries, m.tokenizerFallbacks)
 	return m
+}
+
+// routeMetrics holds one route's metric handles, so the request path does not hash and look
+// up its label values on every request. A handle is made on first use, so a series still
+// appears on /metrics only once it has a sample.
+type routeMetrics struct {
+	m      *metrics
+	route  string
+	ttfb   func() prometheus.Observer
+	up     func() prometheus.Observer
+	status [600]atomic.Pointer[prometheus.Counter]
+}
+
+func (m *metrics) forRoute(route string) *routeMetrics {
+	return &routeMetrics{m: m, route: route,
+		ttfb: sync.OnceValue(func() prometheus.Observer { return m.ttfb.WithLabelValues(route) }),
+		up:   sync.OnceValue(func() prometheus.Observer { return m.upstream.WithLabelValues(route) })}
+}
+
+// requests is the route's request counter for an answered status.
+func (r *routeMetrics) requests(code int) prometheus.Counter {
+	if code < 0 || code >= len(r.status) {
+		return r.m.requests.WithLabelValues(r.route, statusLabel(code))
+	}
+	if c := r.status[code].Load(); c != nil {
+		return *c
+	}
+	c := r.m.requests.WithLabelValues(r.route, statusLabel(code))
+	r.status[code].Store(&c)
+	return c
 }

@@ -41,8 +41,11 @@ type Server struct {
 	shards    *deciderclient.Sharded // routes by model over sharded deciders (shards.go)
 	admin     sluicev1.AdminServiceClient
 	tokenizer tokenizer
-	engines   *http.Client
-	metrics   *metrics
+	// engines is the client to engines; engineRT its transport, which the request path calls
+	// directly (engineDoer).
+	engines  *http.Client
+	engineRT http.RoundTripper
+	metrics  *metrics
 
 	sessionHeader, routingHeader string
 	sizes                        limits.Sizes
@@ -94,10 +97,12 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-decider-addr %s: %w", cfg.DeciderAddr, err)
 	}
+	rt := newH1Transport(newEngineTransport())
 	s := &Server{logger: logger, cfg: cfg, conn: conn, sizes: sizes,
 		health:        healthpb.NewHealthClient(conn),
 		admin:         sluicev1.NewAdminServiceClient(conn),
-		engines:       &http.Client{Transport: newH1Transport(newEngineTransport())},
+		engines:       &http.Client{Transport: rt},
+		engineRT:      rt,
 		sessionHeader: canonicalHeader(cfg.SessionHeader), routingHeader: canonicalHeader(cfg.RoutingHeader)}
 	copts := []deciderclient.Option{deciderclient.WithTimeout(cfg.DecideTimeout)}
 	if cfg.DeciderToken != "" {
@@ -141,13 +146,17 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request, _ map[string]string) { _, _ = w.Write([]byte("ok\n")) }},
 		{http.MethodGet, "/readyz", s.ready},
 	}
+	inference := map[string]runtime.HandlerFunc{}
 	for _, r := range routes {
+		if r.method == http.MethodPost {
+			inference[r.path] = r.h
+		}
 		if err := mux.HandlePath(r.method, r.path, r.h); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("route %s %s: %w", r.method, r.path, err)
 		}
 	}
-	s.httpServer = &http.Server{Handler: limitBodies(mux, sizes.MaxBodyBytes),
+	s.httpServer = &http.Server{Handler: limitBodies(inferenceFirst(mux, inference), sizes.MaxBodyBytes),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	if s.lis, err = serve.Listen("addr", cfg.Addr); err != nil {
@@ -164,7 +173,7 @@ func (s *Server) newTokenizer() (tokenizer, error) {
 	}
 	switch mode.kind {
 	case TokenizerEngine:
-		return newEngineTokenizer(s.engines, s.cfg.TokenizerURL, adminLister{s}, s.cfg.TokenizerTimeout), nil
+		return newEngineTokenizer(engineDoer{s.engines, s.engineRT}, s.cfg.TokenizerURL, adminLister{s}, s.cfg.TokenizerTimeout), nil
 	case "hf":
 		return loadHFTokenizer(mode.path)
 	}
@@ -280,6 +289,22 @@ var _ engineLister = adminLister{}
 
 func (a adminLister) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest, opts ...grpc.CallOption) (*sluicev1.ListEnginesResponse, error) {
 	return a.s.admin.ListEngines(a.s.deciderCtx(ctx), in, opts...)
+}
+
+// inferenceFirst serves a POST to exactly one of the inference routes (paths in their plain
+// form) without the REST mux's pattern walk: the route the mux would pick, since the routes
+// registered last are matched first, with the same handler. Anything else — another path or
+// method, an escaped path, grpc-gateway's X-HTTP-Method-Override — goes to the mux.
+func inferenceFirst(mux *runtime.ServeMux, routes map[string]runtime.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.RawPath == "" {
+			if h, ok := routes[r.URL.Path]; ok && r.Header.Get("X-HTTP-Method-Override") == "" {
+				h(w, r, nil)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // limitBodies bounds every request body to max (limits.Sizes.MaxBodyBytes): a declared

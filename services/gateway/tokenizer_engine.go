@@ -31,7 +31,7 @@ type engineLister interface {
 // listed once and kept until a call to one of them fails, so no single engine answers every
 // /tokenize of the fleet.
 type engineTokenizer struct {
-	client   *http.Client
+	client   httpDoer
 	fixedURL string
 	engines  engineLister
 	timeout  time.Duration
@@ -50,7 +50,12 @@ func (t *tokenizerEngines) pick() string { return t.urls[(t.next.Add(1)-1)%uint6
 
 var _ tokenizer = (*engineTokenizer)(nil)
 
-func newEngineTokenizer(client *http.Client, fixedURL string, engines engineLister, timeout time.Duration) *engineTokenizer {
+// httpDoer sends one HTTP exchange (*http.Client, engineDoer).
+type httpDoer interface {
+	Do(req *http.Request) (*http.Response, error)
+}
+
+func newEngineTokenizer(client httpDoer, fixedURL string, engines engineLister, timeout time.Duration) *engineTokenizer {
 	return &engineTokenizer{client: client, fixedURL: strings.TrimRight(fixedURL, "/"), engines: engines, timeout: timeout,
 		byModel: map[string]*tokenizerEngines{}}
 }
@@ -77,7 +82,7 @@ func (e *engineTokenizer) tokenize(ctx context.Context, p prompt) (tokens, error
 // and the chat's messages as the client sent them (the gateway parsed them already, so they
 // are valid JSON) or the prompt text joined.
 func tokenizeBody(p prompt) []byte {
-	model, _ := json.Marshal(p.model)
+	model := jsonString(p.model)
 	if p.messages != nil {
 		b := make([]byte, 0, len(model)+len(p.messages)+32)
 		b = append(append(append(b, `{"model":`...), model...), `,"messages":`...)
@@ -89,6 +94,22 @@ func tokenizeBody(p prompt) []byte {
 	return append(append(b, text...), '}')
 }
 
+// jsonString is json.Marshal(s): a string of plain printable ASCII (no quote, backslash or
+// character encoding/json escapes for HTML) is only quoted, anything else is marshalled.
+func jsonString(s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// tokenizeHeader is every /tokenize request's header, shared: the transports only read it.
+var tokenizeHeader = http.Header{"Content-Type": {"application/json"}}
+
 // answerPool holds /tokenize answer buffers.
 var answerPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -97,7 +118,7 @@ func (e *engineTokenizer) call(ctx context.Context, base string, body []byte) (t
 	if err != nil {
 		return tokens{}, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header = tokenizeHeader
 	resp, err := e.client.Do(hreq)
 	if err != nil {
 		return tokens{}, fmt.Errorf("tokenize at %s: %w", base, err)

@@ -87,17 +87,30 @@ func TestGatewayEmbedsDecider(t *testing.T) {
 			t.Fatalf("chat completion: %s %s", resp.Status, b)
 		}
 	}
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{
+	// The gateway flushes a finished answer before it releases the lease, so the last Release
+	// may still be running when the client has its answer: wait for it (bounded).
+	wants := []string{
 		`sluice_decider_rpcs_total{code="OK",procedure="/sluice.v1.DeciderService/Decide",protocol="in-process"} 3`,
 		`sluice_decider_rpcs_total{code="OK",procedure="/sluice.v1.DeciderService/Release",protocol="in-process"} 3`,
 		"sluice_decider_leases 0",
-	} {
+	}
+	var m []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := false
+		for _, want := range wants {
+			missing = missing || !strings.Contains(string(m), want)
+		}
+		if !missing || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(string(m), want) {
 			t.Errorf("decider metrics lack %s", want)
 		}

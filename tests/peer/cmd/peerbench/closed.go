@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/tests/peer"
@@ -58,10 +59,21 @@ type closedRun struct {
 	cpu                    map[string]time.Duration // by process name
 	routerCPU, otherCPU    time.Duration            // counted in the table's CPU / reported apart
 	brokerCPU              time.Duration
+	enginesCPU, clientCPU  time.Duration // the simulated engines' and this load generator's, apart
 	reqPerSec, cpuPerReq   float64
 	p50, p99               time.Duration
 	gatewayMs, deciderMs   float64
 	enginelinkMs, brokerMs float64
+	enginesMs, clientMs    float64
+}
+
+// selfCPU is this process's CPU time (every thread, no children): the load generator's.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sluiceCounted are the processes whose CPU is sluice's per-request cost in closed mode (the
@@ -153,7 +165,16 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 	var out []closedRun
 	for _, n := range levels {
 		var cpu0 map[string]time.Duration
-		var broker0 time.Duration
+		var broker0, engines0, client0 time.Duration
+		enginePIDs := func() []int {
+			var pids []int
+			for _, p := range sys.procs {
+				if strings.HasPrefix(p.name, "engine-") {
+					pids = append(pids, p.pid())
+				}
+			}
+			return pids
+		}
 		read := func() map[string]time.Duration {
 			m := map[string]time.Duration{}
 			for _, p := range sys.counted {
@@ -169,8 +190,13 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 				if start {
 					cpu0 = read()
 					broker0, _ = peer.ProcCPU(sys.extra...)
+					engines0, _ = peer.ProcCPU(enginePIDs()...)
+					client0 = selfCPU()
 					return
 				}
+				r.clientCPU = selfCPU() - client0
+				e1, _ := peer.ProcCPU(enginePIDs()...)
+				r.enginesCPU = e1 - engines0
 				for name, v := range read() {
 					r.cpu[name] = v - cpu0[name]
 				}
@@ -190,11 +216,13 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 			per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(ok) }
 			r.cpuPerReq = per(r.routerCPU)
 			r.gatewayMs, r.deciderMs, r.enginelinkMs, r.brokerMs = per(r.cpu["gateway"]), per(r.cpu["decider"]), per(r.cpu["enginelink"]), per(r.brokerCPU)
+			r.enginesMs, r.clientMs = per(r.enginesCPU), per(r.clientCPU)
 		}
 		r.p50, r.p99 = peer.Quantile(r.res.Latencies, 0.5), peer.Quantile(r.res.Latencies, 0.99)
-		detail := ""
+		detail := fmt.Sprintf(" (engines %.3f, client %.3f not counted)", r.enginesMs, r.clientMs)
 		if isSluice(c.system) {
-			detail = fmt.Sprintf(" (gateway %.3f, decider %.3f; enginelink %.3f, broker %.3f not counted)", r.gatewayMs, r.deciderMs, r.enginelinkMs, r.brokerMs)
+			detail = fmt.Sprintf(" (gateway %.3f, decider %.3f; enginelink %.3f, broker %.3f, engines %.3f, client %.3f not counted)",
+				r.gatewayMs, r.deciderMs, r.enginelinkMs, r.brokerMs, r.enginesMs, r.clientMs)
 		}
 		errNote := ""
 		if r.res.Errors > 0 {
@@ -249,8 +277,8 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 		return spreadOf(vs)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	fmt.Fprintln(w, "| clients | system | policy | rounds | req/s | p50 ms | p99 ms | CPU ms/req | gateway | decider | enginelink (apart) | broker (apart) | errors |")
-	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| clients | system | policy | rounds | req/s | p50 ms | p99 ms | CPU ms/req | gateway | decider | enginelink (apart) | broker (apart) | engines (apart) | client (apart) | errors |")
+	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, k := range order {
 		rs := by[k]
 		n := len(rs)
@@ -260,7 +288,7 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 			}
 			return c.cell(prec, n)
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.n, k.sys, k.pol, n,
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.n, k.sys, k.pol, n,
 			col(rs, func(r closedRun) float64 { return r.reqPerSec }).cell(0, n),
 			col(rs, func(r closedRun) float64 { return ms(r.p50) }).cell(2, n),
 			col(rs, func(r closedRun) float64 { return ms(r.p99) }).cell(2, n),
@@ -269,17 +297,19 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 			dash(col(rs, func(r closedRun) float64 { return r.deciderMs }), 3),
 			dash(col(rs, func(r closedRun) float64 { return r.enginelinkMs }), 3),
 			dash(col(rs, func(r closedRun) float64 { return r.brokerMs }), 3),
+			col(rs, func(r closedRun) float64 { return r.enginesMs }).cell(3, n),
+			col(rs, func(r closedRun) float64 { return r.clientMs }).cell(3, n),
 			col(rs, func(r closedRun) float64 { return float64(r.res.Errors) }).cell(0, n))
 	}
 	// Ratios within a round (the two systems ran minutes apart, not hours), then over rounds.
 	fmt.Fprintln(w, "\nsluice against sglang-router with the same policy, ratio per round, median (min–max):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| clients | system | policy | CPU per request (goal ≤ 0.8) | throughput (goal ≥ 1.2 at 16) |")
-	fmt.Fprintln(w, "|---:|---|---|---:|---:|")
+	fmt.Fprintln(w, "| clients | system | policy | CPU per request (goal ≤ 0.8) | throughput (goal ≥ 1.2 at 16) | throughput bound on shared cores |")
+	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|")
 	for _, n := range levels {
 		for _, sysName := range []string{"sluice-base", "sluice"} {
 			for _, pol := range split(f.sluicePolicies) {
-				var cpu, thr []float64
+				var cpu, thr, bound []float64
 				for round := range f.rounds {
 					var s, g *closedRun
 					for i := range runs {
@@ -299,18 +329,40 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 					}
 					cpu = append(cpu, s.cpuPerReq/g.cpuPerReq)
 					thr = append(thr, s.reqPerSec/g.reqPerSec)
+					bound = append(bound, sharedBound(*s, *g))
 				}
 				if len(cpu) == 0 {
 					continue
 				}
-				fmt.Fprintf(w, "| %d | %s | %s | %s | %s |\n", n, sysName, pol, spreadOf(cpu).cell(2, len(cpu)), spreadOf(thr).cell(2, len(thr)))
+				fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s |\n", n, sysName, pol, spreadOf(cpu).cell(2, len(cpu)), spreadOf(thr).cell(2, len(thr)),
+					spreadOf(bound).cell(2, len(bound)))
 			}
 		}
 	}
 	fmt.Fprintln(w, "\nCPU is utime+stime from /proc of each router's process tree over the measured part, divided by the requests "+
 		"answered in it: sglang-router's Python launcher with its Rust router; sluice's gateway + decider (enginelink, which turns the "+
 		"engines' ZMQ KV events and load into Kafka records, and the broker are shown apart; with +embedded the decider runs inside the gateway's process, "+
-		"so its CPU is in the gateway column). p50/p99 are request latencies at the client.")
+		"so its CPU is in the gateway column). p50/p99 are request latencies at the client. "+
+		"engines and client are the simulated engines' CPU and this load generator's (its own process), per request. "+
+		"Throughput bound on shared cores: when every process shares the same cores and they are the limit, req/s is at most cores ÷ the CPU "+
+		"all processes spend per request, so sluice's req/s ÷ sglang-router's cannot exceed (router + engines + client) ÷ (gateway + decider + "+
+		"enginelink + broker + engines + client), each system's own figures of the round.")
+}
+
+// sharedBound is the throughput ratio s ÷ g that the CPU per request allows when both ran on
+// the same saturated cores: g's whole-machine CPU per request over s's.
+func sharedBound(s, g closedRun) float64 {
+	total := func(r closedRun) float64 {
+		t := r.cpuPerReq + r.enginesMs + r.clientMs
+		if isSluice(r.system) {
+			t += r.enginelinkMs + r.brokerMs
+		}
+		return t
+	}
+	if total(s) == 0 {
+		return 0
+	}
+	return total(g) / total(s)
 }
 
 // spreadCell is a median with its min–max range over rounds.
