@@ -136,6 +136,7 @@ func (s *stream) handle(p int, msg *kafka.Message, lag prometheus.Gauge) {
 	s.m.apply.Observe(time.Since(t0).Seconds())
 	if !msg.Time.IsZero() {
 		s.lastRecord.Store(msg.Time.UnixNano())
+		s.m.delay.Observe(time.Since(msg.Time).Seconds())
 	}
 	lag.Set(float64(max(msg.HighWaterMark-msg.Offset-1, 0)))
 	if s.applied != nil {
