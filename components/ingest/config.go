@@ -46,7 +46,10 @@ type Config struct {
 	// MinBytes and MaxBytes bound one fetch response (kafka-go
 	// ReaderConfig). Defaults 1 byte and 16 MiB.
 	MinBytes, MaxBytes int
-	// MaxWait is how long a fetch waits for MinBytes before returning.
+	// MaxWait is how long the broker holds a fetch of a partition with
+	// fewer than MinBytes new bytes before answering; a partition with
+	// records is answered at once. The reader waits a further second for
+	// that answer before it drops the connection (readerAnswerAllowance).
 	// Default 100ms.
 	MaxWait time.Duration
 	// DialTimeout bounds one connection attempt to a broker. Default 5s.

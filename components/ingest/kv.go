@@ -244,6 +244,7 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 	}
 	st.Seq = rec.Seq
 	k.stats.Batches++
+	k.s.m.events.Add(float64(len(rec.Batch.Events)))
 	for _, e := range rec.Batch.Skipped {
 		k.stats.RejectedEvents++
 		k.s.badRecord(string(e.Kind), p, offset, e)

@@ -17,6 +17,8 @@ type metrics struct {
 	skipped   *prometheus.CounterVec // by reason, curried with stream
 	lag       *prometheus.GaugeVec   // by partition, curried with stream
 	apply     prometheus.Observer
+	delay     prometheus.Observer    // Kafka timestamp to applied, per record
+	events    prometheus.Counter     // KV events in applied records; KV only
 	uncertain prometheus.Gauge       // KV only
 	reachable prometheus.Gauge       // 1 while the last broker probe answered
 	ignored   *prometheus.CounterVec // KV events applied partly or not at all on purpose, by reason
@@ -60,6 +62,20 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 	if err != nil {
 		return nil, err
 	}
+	delay, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_ingest_record_delay_seconds",
+		Help:    "Time from a record's Kafka timestamp (when its producer handed it over) to its application: the ingest lag in time, per record. Records caught up after a restart count with their age.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 17), // 1 ms to 65 s
+	}, []string{"stream"}))
+	if err != nil {
+		return nil, err
+	}
+	events, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_ingest_kv_events_total", Help: "KV events (block stored, block removed, all blocks cleared) in the records applied, by stream.",
+	}, []string{"stream"}))
+	if err != nil {
+		return nil, err
+	}
 	uncertain, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_ingest_kv_uncertain_holders", Help: "(engine, rank) holders whose KV residency is uncertain after a seq gap.",
 	}, []string{"stream"}))
@@ -92,6 +108,12 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 	if err := reg.Register(age); err != nil {
 		return nil, err
 	}
+	// Only the KV stream counts events; the load stream's counter is a detached one, so no
+	// always-zero series is exported for it.
+	eventsOf := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ingest_kv_events_total"})
+	if stream == StreamKV {
+		eventsOf = events.WithLabelValues(stream)
+	}
 	return &metrics{
 		records: records.WithLabelValues(stream), bytes: bytes.WithLabelValues(stream),
 		bad:     bad.MustCurryWith(prometheus.Labels{"stream": stream}),
@@ -99,6 +121,7 @@ func newMetrics(reg prometheus.Registerer, stream string, lastRecord func() time
 		lag:     lag.MustCurryWith(prometheus.Labels{"stream": stream}),
 		ignored: ignored.MustCurryWith(prometheus.Labels{"stream": stream}),
 		apply:   apply.WithLabelValues(stream), uncertain: uncertain.WithLabelValues(stream),
+		delay: delay.WithLabelValues(stream), events: eventsOf,
 		reachable: reachable.WithLabelValues(stream),
 	}, nil
 }

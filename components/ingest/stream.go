@@ -136,6 +136,7 @@ func (s *stream) handle(p int, msg *kafka.Message, lag prometheus.Gauge) {
 	s.m.apply.Observe(time.Since(t0).Seconds())
 	if !msg.Time.IsZero() {
 		s.lastRecord.Store(msg.Time.UnixNano())
+		s.m.delay.Observe(time.Since(msg.Time).Seconds())
 	}
 	lag.Set(float64(max(msg.HighWaterMark-msg.Offset-1, 0)))
 	if s.applied != nil {
@@ -395,7 +396,7 @@ func (s *stream) consume(ctx context.Context, p int, until int64) {
 			Partition:   p,
 			MinBytes:    s.cfg.MinBytes,
 			MaxBytes:    s.cfg.MaxBytes,
-			MaxWait:     s.cfg.MaxWait,
+			MaxWait:     s.cfg.MaxWait + readerAnswerAllowance,
 			StartOffset: kafka.FirstOffset,
 			// The reader reconnects by itself after broker errors; cap its
 			// back-off so consumption resumes soon after the broker returns.
@@ -436,6 +437,17 @@ func (s *stream) consume(ctx context.Context, p int, until int64) {
 		backoff = min(backoff*2, s.cfg.MaxRetryBackoff)
 	}
 }
+
+// readerAnswerAllowance is added to MaxWait in each partition reader's config. kafka-go's reader
+// uses its MaxWait as the client's read deadline for a fetch and asks the broker to hold an idle
+// fetch for that deadline minus a round-trip allowance of min(1 s, MaxWait/4). With MaxWait 100 ms
+// the broker answered an idle partition after 75 ms and the client gave up 25 ms later: on a busy
+// host the answer was often later than that, the reader closed the connection ("i/o timeout") and
+// dialled again, and the records produced meanwhile waited for the reconnect (ingest lag p99 of
+// 100-1,400 ms on a loaded host, 12-40 ms with the allowance; BENCHMARKS.md, "Model shards on one
+// machine"). With MaxWait + 1 s the broker holds the fetch for MaxWait, as the field's doc says,
+// and the answer has a whole second to arrive. A partition with data is answered at once either way.
+const readerAnswerAllowance = time.Second
 
 // feed applies msg as the next record of partition 0, through the same size check, apply and
 // bookkeeping as a record read from Kafka. It is for in-process feeds with no broker (a

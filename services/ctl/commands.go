@@ -191,7 +191,7 @@ func (c *cli) applyFile(ctx context.Context, args []string, validateOnly bool) e
 
 func runGet(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
-		return usagef("get wants one of: buckets, engines, config")
+		return usagef("get wants one of: buckets, engines, shards, config")
 	}
 	switch args[0] {
 	case "buckets", "bucket":
@@ -212,6 +212,8 @@ func runGet(ctx context.Context, c *cli, args []string) error {
 		return tw.Flush()
 	case "config":
 		return c.getConfig(ctx)
+	case "shards", "shard":
+		return c.getShards(ctx)
 	case "engines", "engine":
 		resp, err := c.client().ListEngines(ctx, connect.NewRequest(&sluicev1.ListEnginesRequest{}))
 		if err != nil {
@@ -228,7 +230,7 @@ func runGet(ctx context.Context, c *cli, args []string) error {
 		}
 		return tw.Flush()
 	}
-	return usagef("get %q: want buckets, engines or config", args[0])
+	return usagef("get %q: want buckets, engines, shards or config", args[0])
 }
 
 // getConfig prints the configuration document in force in the form apply -f reads: YAML
@@ -256,6 +258,56 @@ func (c *cli) getConfig(ctx context.Context) error {
 	}
 	_, err = c.stdout.Write(out)
 	return err
+}
+
+// getShards lists the configuration's model shards (docs/decisions.md, "Model-sharded
+// deciders"): each shard's models, the deciders a WRONG_SHARD names and the topics its records
+// travel on, then the models the document's workers serve that no shard lists (the unsharded
+// deciders serve them). -o json/yaml prints the shards list as the document holds it.
+func (c *cli) getShards(ctx context.Context) error {
+	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	if err != nil {
+		return err
+	}
+	doc, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
+	if err != nil {
+		return fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
+	}
+	if c.output == "json" || c.output == "yaml" {
+		shards := doc.Shards
+		if shards == nil {
+			shards = []config.ShardSpec{}
+		}
+		return c.write(map[string]any{"version": resp.Msg.GetVersion(), "shards": shards})
+	}
+	var unsharded []string
+	for _, w := range doc.Engines {
+		for _, m := range w.Models {
+			if _, ok := doc.ShardOf(m); !ok {
+				unsharded = append(unsharded, m)
+			}
+		}
+	}
+	slices.Sort(unsharded)
+	unsharded = slices.Compact(unsharded)
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\tMODELS\tDECIDERS\tTOPICS\n")
+	for _, s := range doc.Shards {
+		deciders := strings.Join(s.Deciders, ",")
+		if deciders == "" {
+			deciders = "(none listed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t<topic>.%s\n", s.ID, strings.Join(s.Models, ","), deciders, s.ID)
+	}
+	switch {
+	case len(doc.Shards) == 0:
+		fmt.Fprintf(tw, "(configuration version %d has no shards: every decider serves every model)\n", resp.Msg.GetVersion())
+	case len(unsharded) == 0:
+		fmt.Fprintf(tw, "(configuration version %d; every worker's model is in a shard)\n", resp.Msg.GetVersion())
+	default:
+		fmt.Fprintf(tw, "(configuration version %d; served by the unsharded deciders: %s)\n", resp.Msg.GetVersion(), strings.Join(unsharded, ","))
+	}
+	return tw.Flush()
 }
 
 func orZero(v any) any {

@@ -57,7 +57,7 @@ var commands = []command{
 	{"apply", "-f FILE [--based-on N]", "store FILE (YAML or JSON) as the next configuration version", runApply},
 	{"validate", "-f FILE", "check FILE against the server; store nothing", runValidate},
 	{"diff", "-f FILE", "show how FILE differs from the configuration in force", runDiff},
-	{"get", "buckets|engines|config", "list the buckets or engines in force, or print the configuration (apply -f takes it back)", runGet},
+	{"get", "buckets|engines|shards|config", "list the buckets, engines or model shards in force, or print the configuration (apply -f takes it back)", runGet},
 	{"versions", "[--limit N]", "list configuration versions, newest first", runVersions},
 	{"rollback", "N [--based-on M]", "make version N's configuration current again", runRollback},
 }

@@ -177,3 +177,50 @@ func TestApplyEmptyFileIsRefused(t *testing.T) {
 		t.Errorf("an empty apply changed the version to %d", v)
 	}
 }
+
+// TestGetShards: `get shards` lists each shard's models, deciders and topics and names the
+// workers' models no shard lists; -o json gives the shards list as stored; a document without
+// shards says so.
+func TestGetShards(t *testing.T) {
+	srv := startDecider(t)
+	if code, out, _ := run(t, srv, "get", "shards"); code != ctl.ExitOK || !strings.Contains(out, "has no shards") {
+		t.Errorf("get shards with no shards = exit %d\n%s\nwant 0 and a line saying there are none", code, out)
+	}
+	file := writeFile(t, "sharded.yaml", `
+workers:
+  - {id: w1, url: "http://w1:8000", models: [chat-70b, chat-8b], role: plain}
+  - {id: w2, url: "http://w2:8000", models: [coder, embed], role: plain}
+shards:
+  - {id: chat, models: [chat-70b, chat-8b], deciders: ["decider-chat-1:7070", "decider-chat-2:7070"]}
+  - {id: code, models: [coder]}
+`)
+	if code, _, errOut := run(t, srv, "apply", "-f", file); code != ctl.ExitOK {
+		t.Fatalf("apply = exit %d: %s", code, errOut)
+	}
+	code, out, errOut := run(t, srv, "get", "shards")
+	if code != ctl.ExitOK {
+		t.Fatalf("get shards = exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"chat  chat-70b,chat-8b  decider-chat-1:7070,decider-chat-2:7070  <topic>.chat",
+		"code  coder             (none listed)",
+		"served by the unsharded deciders: embed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get shards output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = run(t, srv, "get", "shards", "-o", "json")
+	var got struct {
+		Version int64
+		Shards  []struct {
+			ID       string
+			Models   []string
+			Deciders []string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != ctl.ExitOK || err != nil || len(got.Shards) != 2 ||
+		got.Shards[0].ID != "chat" || len(got.Shards[0].Deciders) != 2 || got.Shards[1].Models[0] != "coder" || got.Version != 2 {
+		t.Errorf("get shards -o json = exit %d, %+v (%v)\n%s", code, got, err, out)
+	}
+}

@@ -103,7 +103,8 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := newIngestion(logger, cfg.Ingest.forShard(cfg.Shard), state, promReg)
+	shards.register(shardRegisterer(promReg, cfg.Shard))
+	in, err := newIngestion(logger, cfg.Ingest.forShard(cfg.Shard), state, shardRegisterer(promReg, cfg.Shard))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/state/config"
 )
 
@@ -20,22 +22,40 @@ import (
 
 // shardGate decides whether this replica serves a model, from the document in force.
 type shardGate struct {
-	shard string
-	doc   atomic.Pointer[config.Document]
+	shard   string
+	doc     atomic.Pointer[config.Document]
+	refused *prometheus.CounterVec // {owner}; nil until register
+}
+
+// register exports sluice_decider_wrong_shard_total on reg (shardRegisterer's).
+func (g *shardGate) register(reg prometheus.Registerer) {
+	g.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_decider_wrong_shard_total",
+		Help: "Decide calls refused with WRONG_SHARD, by the shard that owns the model (owner, empty for the unsharded deciders): callers not yet routing by shard, or a model that moved."},
+		[]string{"owner"})
+	reg.MustRegister(g.refused)
+}
+
+// shardRegisterer is reg with the const label shard=NAME on a sharded replica, so that its
+// ingestion and WRONG_SHARD series say which shard they are about; reg itself when unsharded.
+func shardRegisterer(reg prometheus.Registerer, shard string) prometheus.Registerer {
+	if shard == "" {
+		return reg
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"shard": shard}, reg)
 }
 
 // check returns nil when this replica's shard owns model, else a *wrongShardError.
 func (g *shardGate) check(model string) error {
 	doc := g.doc.Load()
 	owner, ok := doc.ShardOf(model)
-	if !ok {
-		if g.shard == "" {
-			return nil
-		}
-		return &wrongShardError{model: model, replica: g.shard}
-	}
-	if owner.ID == g.shard {
+	if ok && owner.ID == g.shard || !ok && g.shard == "" {
 		return nil
+	}
+	if g.refused != nil {
+		g.refused.WithLabelValues(owner.ID).Inc()
+	}
+	if !ok {
+		return &wrongShardError{model: model, replica: g.shard}
 	}
 	return &wrongShardError{model: model, replica: g.shard, owner: owner.ID, deciders: owner.Deciders}
 }

@@ -3,17 +3,16 @@ package deciderserver
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -107,14 +106,25 @@ func TestShardRefusesOtherModels(t *testing.T) {
 		t.Errorf("REST decide for shard b's model on shard a = %d %s; want 400 with ErrorInfo WRONG_SHARD naming shard b", resp.StatusCode, raw)
 	}
 
+	// Two refusals for shard b's model (gRPC, REST), one for the unsharded mc.
+	for owner, want := range map[string]float64{"b": 2, "": 1} {
+		if got := shardMetric(t, a, "sluice_decider_wrong_shard_total", map[string]string{"shard": "a", "owner": owner}); got != want {
+			t.Errorf("sluice_decider_wrong_shard_total{shard=a,owner=%q} = %v, want %v", owner, got, want)
+		}
+	}
+
 	cfg.Shard = ""
-	un := grpcClient(t, runServer(t, cfg))
+	unSrv := runServer(t, cfg)
+	un := grpcClient(t, unSrv)
 	if _, err := un.Decide(ctx, &sluicev1.DecideRequest{Model: "mc", InputTokens: 10, DryRun: true}); err != nil {
 		t.Fatalf("unsharded decider, model mc: %v", err)
 	}
 	_, err = un.Decide(ctx, &sluicev1.DecideRequest{Model: "ma", InputTokens: 10, DryRun: true})
 	if md := wrongShard(t, err).GetMetadata(); md["shard"] != "a" || md["replica_shard"] != "" {
 		t.Errorf("shard a's model on an unsharded decider: metadata = %v", md)
+	}
+	if got := shardMetric(t, unSrv, "sluice_decider_wrong_shard_total", map[string]string{"owner": "a"}); got != 1 {
+		t.Errorf("unsharded decider: sluice_decider_wrong_shard_total{owner=a} = %v, want 1", got)
 	}
 
 	cfg.Shard = "zz"
@@ -123,26 +133,41 @@ func TestShardRefusesOtherModels(t *testing.T) {
 	}
 }
 
-var kvRecordsRe = regexp.MustCompile(`(?m)^sluice_ingest_records_total\{stream="kv"\} (\S+)$`)
-
-// kvRecords reads sluice_ingest_records_total{stream="kv"} from srv's /metrics.
-func kvRecords(t *testing.T, srv *Server) int {
+// shardMetric sums the samples of name on srv's /metrics whose labels include want (a
+// histogram counts its observations).
+func shardMetric(t *testing.T, srv *Server, name string, want map[string]string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	m := kvRecordsRe.FindSubmatch(raw)
-	if m == nil {
-		return 0
-	}
-	f, err := strconv.ParseFloat(string(m[1]), 64)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int(f)
+	var sum float64
+next:
+	for _, m := range fams[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+	}
+	return sum
+}
+
+// kvRecords reads sluice_ingest_records_total{stream="kv"} from srv's /metrics.
+func kvRecords(t *testing.T, srv *Server) int {
+	t.Helper()
+	return int(shardMetric(t, srv, "sluice_ingest_records_total", map[string]string{"stream": "kv"}))
 }
 
 // TestShardIngestsOnlyItsTopics runs deciders of shards a and b against the real broker. Each
@@ -220,6 +245,28 @@ func TestShardIngestsOnlyItsTopics(t *testing.T) {
 	time.Sleep(time.Second)
 	if n := kvRecords(t, srvA); n != 1 {
 		t.Errorf("shard a read %d KV records, want 1 (only its own topic's)", n)
+	}
+	// Per-shard series: each replica's ingest metrics carry its shard; b applied 2 KV records
+	// of one event each and 1 load report, a 1 and 1, each with a produce-to-apply delay.
+	for _, c := range []struct {
+		srv                 *Server
+		shard               string
+		kv, events, loadRec float64
+	}{{srvA, "a", 1, 1, 1}, {srvB, "b", 2, 2, 1}} {
+		for _, m := range []struct {
+			name   string
+			labels map[string]string
+			want   float64
+		}{
+			{"sluice_ingest_records_total", map[string]string{"shard": c.shard, "stream": "kv"}, c.kv},
+			{"sluice_ingest_kv_events_total", map[string]string{"shard": c.shard, "stream": "kv"}, c.events},
+			{"sluice_ingest_record_delay_seconds", map[string]string{"shard": c.shard, "stream": "kv"}, c.kv},
+			{"sluice_ingest_record_delay_seconds", map[string]string{"shard": c.shard, "stream": "load"}, c.loadRec},
+		} {
+			if got := shardMetric(t, c.srv, m.name, m.labels); got != m.want {
+				t.Errorf("shard %s: %s%v = %v, want %v", c.shard, m.name, m.labels, got, m.want)
+			}
+		}
 	}
 	if got := decide(ca, "ma", stray); got.GetReason() == "cache_candidate" {
 		t.Errorf("shard a routes ma's stray prefix by cache (%s): a record on shard b's topic reached shard a's index", got.GetEngineId())

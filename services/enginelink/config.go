@@ -23,9 +23,14 @@ type Config struct {
 	// LoadTopic receives LoadReports.
 	LoadTopic string
 
-	// ShardsConfig is the configuration document whose shards list maps each engine's model
-	// to its shard's topics (shards.go); empty publishes every engine on KVTopic and LoadTopic.
-	ShardsConfig string
+	// ShardsConfig is the deciders' configuration file whose shards list maps each engine's
+	// model to its shard's topics (shards.go), checked for changes every ShardsPoll.
+	// ShardsPostgresDSN reads the list from the deciders' Postgres store instead, following
+	// its changes as they are stored. With neither, every engine publishes on KVTopic and
+	// LoadTopic.
+	ShardsConfig      string
+	ShardsPostgresDSN string
+	ShardsPoll        time.Duration
 
 	// EnginesFile is a YAML or JSON list of engines (static/sidecar mode).
 	EnginesFile string
@@ -89,6 +94,7 @@ func DefaultConfig() Config {
 		LoadTopic:          "sluice.engine-load.v1",
 		KVBindPorts:        1,
 		FleetPoll:          5 * time.Second,
+		ShardsPoll:         defaultShardsPoll,
 		ScrapeInterval:     500 * time.Millisecond,
 		ReplayTimeout:      2 * time.Second,
 		MaxBufferedRecords: 100_000,
@@ -136,7 +142,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaBrokers, "kafka-brokers", c.KafkaBrokers, "Kafka bootstrap brokers, host:port,...")
 	fs.StringVar(&c.KVTopic, "kv-topic", c.KVTopic, "topic of the KV-event records")
 	fs.StringVar(&c.LoadTopic, "load-topic", c.LoadTopic, "topic of the load reports")
-	fs.StringVar(&c.ShardsConfig, "shards-config", c.ShardsConfig, "configuration document (the deciders' -config) whose shards list sends each engine's records to <topic>.<shard> of its model's shard; empty = unsharded topics")
+	fs.StringVar(&c.ShardsConfig, "shards-config", c.ShardsConfig, "configuration file (the deciders' -config) whose shards list sends each engine's records to <topic>.<shard> of its model's shard, followed as it changes; empty = unsharded topics")
+	fs.StringVar(&c.ShardsPostgresDSN, "shards-postgres-dsn", c.ShardsPostgresDSN, "the deciders' Postgres configuration store (their -postgres-dsn), instead of -shards-config: its shards list, followed as it changes")
+	fs.DurationVar(&c.ShardsPoll, "shards-poll", c.ShardsPoll, "how often -shards-config is checked for changes")
 	fs.StringVar(&c.EnginesFile, "engines", c.EnginesFile, "YAML/JSON list of engines to follow (static or sidecar mode)")
 	fs.Var(engineFlag{c}, "engine", "one engine, repeatable (';' separates several): id=e1,model=m,engine=vllm,kv=tcp://127.0.0.1:5557,replay=tcp://127.0.0.1:5558,metrics=http://127.0.0.1:8000/metrics,loads=URL,dp=2,lora=NAME,salt=SALT")
 	fs.StringVar(&c.KVBind, "kv-bind", c.KVBind, "bind one SUB socket here (tcp://127.0.0.1:5600) for engines that connect; they publish with topic kv@<id>@<model>")
@@ -189,11 +197,14 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"fleet-poll", c.FleetPoll}, {"scrape-interval", c.ScrapeInterval}, {"replay-timeout", c.ReplayTimeout},
+	}{{"fleet-poll", c.FleetPoll}, {"shards-poll", c.ShardsPoll}, {"scrape-interval", c.ScrapeInterval}, {"replay-timeout", c.ReplayTimeout},
 		{"kafka-batch-timeout", c.KafkaBatchTimeout}, {"shutdown-timeout", c.ShutdownTimeout}} {
 		if d.v <= 0 {
 			bad("-%s %v: must be positive", d.name, d.v)
 		}
+	}
+	if c.ShardsConfig != "" && c.ShardsPostgresDSN != "" {
+		bad("-shards-config and -shards-postgres-dsn are both set: give the one store the deciders use")
 	}
 	if c.ScrapeTimeout < 0 {
 		bad("-scrape-timeout %v: must not be negative (0 = the scrape interval)", c.ScrapeTimeout)

@@ -82,7 +82,7 @@ func (er *engineRun) feederLocked(ctx context.Context, rank int) *rankFeeder {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &rankFeeder{in: make(chan item, l.cfg.StreamBuffer), drops: l.m.kvStreamDrops.WithLabelValues(er.spec.ID), cancel: cancel}
 	er.feeders[rank] = w
-	s := newKVStream(l.logger, er.spec, rank, er.epochs, l.rp, l.cfg.ReplayTimeout, l.kvTopic(er.spec), l.prod.enqueue, l.m)
+	s := newKVStream(l.logger, er.spec, rank, er.epochs, l.rp, l.cfg.ReplayTimeout, func() string { return l.kvTopic(er.spec.Model) }, l.prod.enqueue, l.m)
 	er.wg.Go(func() { runStream(ctx, s, w.in) })
 	return w
 }

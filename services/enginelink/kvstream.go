@@ -46,7 +46,7 @@ type kvStream struct {
 	replayer replayer
 	replayTO time.Duration
 	enqueue  func(kafka.Message) bool
-	topic    string
+	topic    func() string // the KV topic of the engine's model's shard, per record
 	key      []byte
 	headers  []kafka.Header // static headers; epoch and seq are added per record
 
@@ -67,7 +67,7 @@ type streamMetrics struct {
 }
 
 func newKVStream(logger *slog.Logger, spec EngineSpec, rank int, epochs *engineEpoch, rp replayer, replayTO time.Duration,
-	kvTopic string, enqueue func(kafka.Message) bool, m *metrics) *kvStream {
+	kvTopic func() string, enqueue func(kafka.Message) bool, m *metrics) *kvStream {
 	s := &kvStream{
 		logger:   logger.With(slog.String("engine_id", spec.ID), slog.Int("dp_rank", rank)),
 		id:       spec.ID,
@@ -277,7 +277,7 @@ func (s *kvStream) forward(b batch, c prometheus.Counter) {
 	h = append(h,
 		kafka.Header{Key: HeaderEpoch, Value: strconv.AppendUint(nil, s.epoch, 10)},
 		kafka.Header{Key: HeaderSeq, Value: strconv.AppendUint(nil, b.seq, 10)})
-	s.enqueue(kafka.Message{Topic: s.topic, Key: s.key, Value: b.payload, Headers: h, Time: b.at})
+	s.enqueue(kafka.Message{Topic: s.topic(), Key: s.key, Value: b.payload, Headers: h, Time: b.at})
 	c.Inc()
 	s.next, s.lastPayload = b.seq+1, b.payload
 }

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/internal/serve"
+	"github.com/sluicehq/sluice/state/config"
+	"github.com/sluicehq/sluice/state/pgstore"
 )
 
 // Link is the enginelink process: it follows a set of engines (static, and the decider's
@@ -40,7 +42,9 @@ type Link struct {
 	engines map[string]*engineRun // by id
 	topics  map[string]*engineRun // by kv@<id>@<model>
 
-	shardOf map[string]string // model -> shard id, from -shards-config
+	shardStore config.Store                // the shard map's store; nil without one
+	closeStore func()                      // releases shardStore (Postgres); nil when nothing to release
+	shards     atomic.Pointer[shardRoutes] // the shard map in force; nil without a store
 
 	ready    atomic.Bool
 	httpAddr atomic.Value // string, once listening
@@ -71,7 +75,7 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 			return nil, fmt.Errorf("engine %q: kv_events_endpoint %q needs -kv-bind (the socket the engine connects to)", s.ID, s.KVEventsEndpoint)
 		}
 	}
-	shardOf, err := loadShardMap(cfg.ShardsConfig)
+	shardStore, err := openShardStore(logger, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +83,24 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 	l := &Link{
-		logger:  logger.With(slog.String("service", "enginelink")),
-		cfg:     cfg,
-		static:  static,
-		shardOf: shardOf,
-		reg:     reg,
-		m:       m,
-		clock:   &epochClock{now: time.Now},
-		client:  &http.Client{Timeout: cfg.scrapeTimeout()},
-		engines: map[string]*engineRun{},
-		topics:  map[string]*engineRun{},
+		logger:     logger.With(slog.String("service", "enginelink")),
+		cfg:        cfg,
+		static:     static,
+		shardStore: shardStore,
+		reg:        reg,
+		m:          m,
+		clock:      &epochClock{now: time.Now},
+		client:     &http.Client{Timeout: cfg.scrapeTimeout()},
+		engines:    map[string]*engineRun{},
+		topics:     map[string]*engineRun{},
 	}
 	l.rp = zmqReplayer{logger: l.logger}
+	if pg, ok := shardStore.(*pgstore.Store); ok {
+		l.closeStore = pg.Close
+	}
+	if shardStore != nil {
+		l.setShards(shardStore.Current())
+	}
 	l.prod = newProducer(l.logger, cfg, m)
 	return l, nil
 }
@@ -158,6 +168,9 @@ func (l *Link) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if l.shardStore != nil {
+		g.Go(func() error { return l.followShards(gctx) })
+	}
 	l.reconcile(gctx, l.static, nil)
 	l.m.engines.WithLabelValues("static").Set(float64(len(l.static)))
 	if l.cfg.FleetAdminURL != "" {
@@ -179,6 +192,9 @@ func (l *Link) Run(ctx context.Context) error {
 	stopProducer()
 	if perr := <-prodDone; perr != nil && err == nil {
 		err = fmt.Errorf("kafka producer: %w", perr)
+	}
+	if l.closeStore != nil {
+		l.closeStore()
 	}
 	l.logger.Info("enginelink stopped")
 	return err

@@ -137,7 +137,7 @@ func (l *Link) loadMessage(spec EngineSpec, rank int, ranks int32, epoch, seq ui
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	return kafka.Message{Topic: l.loadTopic(spec), Key: []byte(spec.ID), Value: v, Time: now,
+	return kafka.Message{Topic: l.loadTopic(spec.Model), Key: []byte(spec.ID), Value: v, Time: now,
 		Headers: []kafka.Header{
 			{Key: HeaderEpoch, Value: strconv.AppendUint(nil, epoch, 10)},
 			{Key: HeaderSeq, Value: strconv.AppendUint(nil, seq, 10)},

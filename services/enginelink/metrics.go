@@ -35,6 +35,9 @@ type metrics struct {
 
 	fleetPolls *prometheus.CounterVec // {result}
 	fleetLast  prometheus.Gauge
+
+	shardMapVersion prometheus.Gauge
+	shardMoves      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -92,11 +95,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Reads of the decider's engine registry, by result."}, []string{"result"}),
 		fleetLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "fleet_last_success_timestamp_seconds",
 			Help: "Unix time of the last successful read of the decider's engine registry."}),
+		shardMapVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "shard_map_version",
+			Help: "Configuration version of the shard map in force (-shards-config or -shards-postgres-dsn); 0 without one."}),
+		shardMoves: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "shard_map_moves_total",
+			Help: "Models whose shard changed in a newer shard map (their records go to the new shard's topics from then on)."}),
 	}
 	reg.MustRegister(m.engines, m.kvReceived, m.kvForwarded, m.kvDuplicates, m.kvGaps, m.kvGapBatches, m.kvEpochs,
 		m.kvReplays, m.kvMalformed, m.kvUnknown, m.kvStreamDrops, m.kvLastBatch, m.kvConnected,
 		m.kafkaProduced, m.kafkaAcked, m.kafkaDropped, m.kafkaLatency, m.kafkaBuffered, m.kafkaLastAck,
-		m.scrapes, m.scrapeLast, m.loadReports, m.fleetPolls, m.fleetLast)
+		m.scrapes, m.scrapeLast, m.loadReports, m.fleetPolls, m.fleetLast, m.shardMapVersion, m.shardMoves)
 	return m
 }
 

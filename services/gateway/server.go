@@ -38,7 +38,7 @@ type Server struct {
 	cfg       Config
 	conn      *grpc.ClientConn
 	decider   *deciderclient.Client
-	shards    *deciderclient.Sharded // routes by model over sharded deciders (shards.go)
+	shards    *shardRouter // routes by model over sharded deciders (shards.go)
 	admin     sluicev1.AdminServiceClient
 	tokenizer tokenizer
 	// engines is the client to engines; engineRT its transport, which the request path calls
@@ -113,7 +113,7 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 		decisions = o.local
 	}
 	s.decider = deciderclient.New(decisions, copts...)
-	s.shards = newShardRouter(s.decider, copts, sizes)
+	s.shards = newShardRouter(s.decider, copts, sizes, o.local == nil)
 	if s.tokenizer, err = s.newTokenizer(); err != nil {
 		conn.Close()
 		return nil, err
@@ -243,6 +243,7 @@ func (s *Server) deciderReady(ctx context.Context) error {
 func (s *Server) Run(ctx context.Context) error {
 	s.logger.Info("gateway serving", slog.String("addr", s.Addr()), slog.String("decider_addr", s.cfg.DeciderAddr),
 		slog.String("tokenizer", s.cfg.Tokenizer))
+	stopShardMap := s.followShardMap(ctx)
 	err := serve.Run(ctx, serve.Options{ShutdownTimeout: s.cfg.ShutdownTimeout, Logger: s.logger,
 		OnDrain: func() { s.draining.Store(true) }}, serve.HTTP(s.httpServer, s.lis))
 	if err == nil {
@@ -250,6 +251,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.waitHandlers()
 	s.engines.CloseIdleConnections()
+	stopShardMap()
 	_ = s.shards.Close()
 	if cerr := s.conn.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close decider connection: %w", cerr)

@@ -127,3 +127,12 @@ func (s *Sharded) Close() error {
 	s.model = map[string]string{}
 	return nil
 }
+
+// ForgetModel drops model's route, so its calls go to the home client again (until a
+// WRONG_SHARD or SetModelDeciders routes it anew): for a model moved to a shard whose deciders
+// are not listed, or out of every shard.
+func (s *Sharded) ForgetModel(model string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.model, model)
+}
