@@ -349,6 +349,11 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	}
 	nb, bs := len(ev.BlockHashes), ev.BlockSize
 	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
+	// The first chunk's token ids start loading while the lock is taken
+	// and the holder and parent are resolved.
+	if !nonPrefix {
+		prefetchTokens(ev.TokenIDs, 0, min(nb, storeChunk), bs)
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	hi, err := ix.holderFor(h)
@@ -390,42 +395,86 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 		}
 		prev, prevHash = idx+1, ix.nodes[idx].hash()
 	}
-	for i := range nb {
-		c := contentHash(ev.TokenIDs[i*bs : (i+1)*bs])
-		if ev.ExtraKeys != nil {
-			c = withExtra(c, ev.ExtraKeys[i])
-		}
-		hash := chain(prevHash, c)
-		idx, found := ix.table.get(ix.nodes, hash)
-		if !found {
-			if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
-				return nil // the cap is hard: a chain longer than it is cut
-			}
-			if prev != 0 && ix.nodes[prev-1].hash() != prevHash {
-				return nil // unreachable: prev is pinned
-			}
-			idx = ix.allocNode(hash, prev)
+	// Blocks are handled in chunks: hash the chunk, then touch its block
+	// table and engine-hash slots, then apply it. The touches are
+	// independent loads, so their cache misses overlap instead of each
+	// block waiting for its own in turn. The chained hashes depend only on
+	// the tokens and the parent's hash, never on the index, so hashing
+	// ahead computes what hashing block by block would.
+	var hbuf [storeChunk]uint64
+	for c0 := 0; c0 < nb; c0 += storeChunk {
+		c1 := min(c0+storeChunk, nb)
+		hashes := hbuf[:c1-c0]
+		if ev.ExtraKeys == nil {
+			hashBlocks(hashes, prevHash, ev.TokenIDs[c0*bs:c1*bs], bs)
 		} else {
-			ix.touch(idx)
-			if !hs.aliased && ix.entryOf(idx, hi) != nil {
-				if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
-					hs.aliased = true // a second engine hash for a block hi holds
+			p := prevHash
+			for i := c0; i < c1; i++ {
+				p = chain(p, withExtra(contentHash(ev.TokenIDs[i*bs:(i+1)*bs]), ev.ExtraKeys[i]))
+				hashes[i-c0] = p
+			}
+		}
+		ix.touchStore(hashes, &hs.refs, ev.BlockHashes[c0:c1])
+		for i := c0; i < c1; i++ {
+			hash := hashes[i-c0]
+			idx, found := ix.table.get(ix.nodes, hash)
+			if !found {
+				if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
+					return nil // the cap is hard: a chain longer than it is cut
+				}
+				if prev != 0 && ix.nodes[prev-1].hash() != prevHash {
+					return nil // unreachable: prev is pinned
+				}
+				idx = ix.allocNode(hash, prev)
+			} else {
+				ix.touch(idx)
+				if !hs.aliased && ix.entryOf(idx, hi) != nil {
+					if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
+						hs.aliased = true // a second engine hash for a block hi holds
+					}
 				}
 			}
-		}
-		eh, r := ev.BlockHashes[i], idx+1
-		ix.addTier(idx, hi, tier)
-		if g != 0 || hs.groups.n > 0 {
-			var m uint64
-			if old, ok := hs.refs.get(eh); ok && old == r {
-				m = hs.groupsOf(eh)
+			eh, r := ev.BlockHashes[i], idx+1
+			ix.addTier(idx, hi, tier)
+			if g != 0 || hs.groups.n > 0 {
+				var m uint64
+				if old, ok := hs.refs.get(eh); ok && old == r {
+					m = hs.groupsOf(eh)
+				}
+				hs.setGroups(eh, m|groupBit(g))
 			}
-			hs.setGroups(eh, m|groupBit(g))
+			hs.refs.put(eh, r)
+			prev, prevHash = idx+1, hash
 		}
-		hs.refs.put(eh, r)
-		prev, prevHash = idx+1, hash
 	}
 	return nil
+}
+
+// storeChunk is how many blocks of an event Store hashes and touches at a
+// time.
+const storeChunk = 32
+
+// touchStore loads the block-table slots of hashes and the slots of refs
+// that engine hashes ehs start probing at, so that their misses overlap.
+func (ix *Index) touchStore(hashes []uint64, refs *refMap, ehs []uint64) {
+	var sink uint64
+	slots, tlen := ix.table.slots, uint64(len(ix.table.slots))
+	for _, h := range hashes {
+		sink += uint64(slots[reduce(h, tlen)])
+	}
+	if rs := refs.slots; len(rs) > 0 {
+		for _, eh := range ehs {
+			sink += uint64(rs[refHome(eh, len(rs))].v)
+		}
+	}
+	// New blocks take free slots from the end of the free list; their node
+	// and clock bits are written soon, and a write to a line not in cache
+	// waits for it as a read does (at the latest when the lock is released).
+	for j := range min(len(hashes), len(ix.free)) {
+		idx := ix.free[len(ix.free)-1-j]
+		sink += uint64(ix.nodes[idx].h0) + ix.usageBits[idx>>5] + ix.leafBits[idx>>6]
+	}
+	lookupSink.Store(sink)
 }
 
 // excludeGroup stops indexing group g for holder hi and drops what only g
