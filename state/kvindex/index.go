@@ -36,6 +36,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/state/kvevents"
 	"github.com/sluicehq/sluice/state/slots"
@@ -405,6 +406,7 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	for c0 := 0; c0 < nb; c0 += storeChunk {
 		c1 := min(c0+storeChunk, nb)
 		hashes := hbuf[:c1-c0]
+		ix.prefetchApply(&hs.refs, ev.BlockHashes[c0:c1])
 		if ev.ExtraKeys == nil {
 			hashBlocks(hashes, prevHash, ev.TokenIDs[c0*bs:c1*bs], bs)
 		} else {
@@ -414,7 +416,7 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 				hashes[i-c0] = p
 			}
 		}
-		ix.touchStore(hashes, &hs.refs, ev.BlockHashes[c0:c1])
+		ix.touchTable(hashes)
 		for i := c0; i < c1; i++ {
 			hash := hashes[i-c0]
 			idx, found := ix.table.get(ix.nodes, hash)
@@ -454,25 +456,35 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 // time.
 const storeChunk = 32
 
-// touchStore loads the block-table slots of hashes and the slots of refs
-// that engine hashes ehs start probing at, so that their misses overlap.
-func (ix *Index) touchStore(hashes []uint64, refs *refMap, ehs []uint64) {
+// prefetchApply prefetches, for a chunk of an event, the slots of refs
+// that the chunk's engine hashes ehs start probing at, and the nodes and
+// clock bits of the free slots its new blocks will take (from the end of
+// the free list): lines that applying the chunk reads or writes, at random
+// places. It needs no hashing, so it runs before the chunk is hashed and
+// the lines arrive while it is.
+func (ix *Index) prefetchApply(refs *refMap, ehs []uint64) {
+	if rs := refs.slots; len(rs) > 0 {
+		for _, eh := range ehs {
+			prefetchLines(&rs[refHome(eh, len(rs))].klo, 1)
+		}
+	}
+	for j := range min(len(ehs), len(ix.free)) {
+		idx := ix.free[len(ix.free)-1-j]
+		n := &ix.nodes[idx]
+		prefetchLines(&n.hlo, 1)
+		prefetchLines((*uint32)(&n.h0), 1)
+		prefetchLines((*uint32)(unsafe.Pointer(&ix.usageBits[idx>>5])), 1)
+		prefetchLines((*uint32)(unsafe.Pointer(&ix.leafBits[idx>>6])), 1)
+	}
+}
+
+// touchTable loads the block-table slots of hashes, so that their misses
+// overlap.
+func (ix *Index) touchTable(hashes []uint64) {
 	var sink uint64
 	slots, tlen := ix.table.slots, uint64(len(ix.table.slots))
 	for _, h := range hashes {
 		sink += uint64(slots[reduce(h, tlen)])
-	}
-	if rs := refs.slots; len(rs) > 0 {
-		for _, eh := range ehs {
-			sink += uint64(rs[refHome(eh, len(rs))].v)
-		}
-	}
-	// New blocks take free slots from the end of the free list; their node
-	// and clock bits are written soon, and a write to a line not in cache
-	// waits for it as a read does (at the latest when the lock is released).
-	for j := range min(len(hashes), len(ix.free)) {
-		idx := ix.free[len(ix.free)-1-j]
-		sink += uint64(ix.nodes[idx].h0) + ix.usageBits[idx>>5] + ix.leafBits[idx>>6]
 	}
 	lookupSink.Store(sink)
 }
