@@ -396,12 +396,14 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 		}
 		prev, prevHash = idx+1, ix.nodes[idx].hash()
 	}
-	// Blocks are handled in chunks: hash the chunk, then touch its block
-	// table and engine-hash slots, then apply it. The touches are
-	// independent loads, so their cache misses overlap instead of each
-	// block waiting for its own in turn. The chained hashes depend only on
-	// the tokens and the parent's hash, never on the index, so hashing
-	// ahead computes what hashing block by block would.
+	// Blocks are handled in chunks: prefetch the lines the chunk will use
+	// that need no hash (prefetchApply), hash the chunk, load its
+	// block-table slots together (touchTable), then apply it block by
+	// block. The cache misses of a chunk overlap instead of each block
+	// waiting for its own in turn. The chained hashes depend only on the
+	// tokens and the parent's hash, never on the index, so hashing ahead
+	// computes what hashing block by block would (storeRef in the tests is
+	// that loop).
 	var hbuf [storeChunk]uint64
 	for c0 := 0; c0 < nb; c0 += storeChunk {
 		c1 := min(c0+storeChunk, nb)
