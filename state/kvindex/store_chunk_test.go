@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -269,4 +270,80 @@ func (ix *Index) storeRef(h Holder, ns Namespace, ev *kvevents.BlockStored) erro
 		prev, prevHash = idx+1, hash
 	}
 	return nil
+}
+
+// TestConcurrentLongEvents runs writers storing and removing events of up
+// to 100 blocks (several of Store's chunks) under a cap that evicts in the
+// middle of them, against readers looking up long queries, for the race
+// detector and the invariants: every match is within its query and names a
+// writer's engine, and the index is consistent at the end.
+func TestConcurrentLongEvents(t *testing.T) {
+	ix, _ := New(Config{MaxNodes: 200})
+	const bs = 16
+	// Each writer its own prompt (except a shared first block), so that
+	// the writers' blocks exceed the cap together.
+	prompts := [][]uint32{seqTokens(9, 200), seqTokens(10, 200), seqTokens(11, 200)}
+	for _, p := range prompts[1:] {
+		copy(p, prompts[0][:bs])
+	}
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 3))
+			prompt := prompts[w]
+			for i := range 300 {
+				hd := Holder{Engine: slots.Slot(w), Rank: int32(i % 2)}
+				n := 1 + r.IntN(100)
+				from := r.IntN(2) * 50 // from the root, or after block 49
+				hashes := make([]uint64, n)
+				for j := range hashes {
+					hashes[j] = uint64(w)<<40 | uint64(from+j)
+				}
+				ev := &kvevents.BlockStored{BlockHashes: hashes, TokenIDs: prompt[from*bs : (from+n)*bs], BlockSize: bs}
+				if from > 0 {
+					ev.HasParent, ev.ParentHash = true, uint64(w)<<40|uint64(from-1)
+				}
+				_ = ix.Store(hd, nsA, ev)
+				switch i % 5 {
+				case 2:
+					ix.Remove(hd, &kvevents.BlockRemoved{BlockHashes: hashes[n/2:], AllTiers: true})
+				case 4:
+					ix.Clear(hd)
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for k := range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			var out []Match
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				nb := 1 + (i*37+k)%200
+				out = ix.Lookup(nsA, prompts[i%3][:nb*bs], out[:0])
+				for _, m := range out {
+					if m.Blocks < 1 || m.Blocks > nb || m.Engine > 2 || m.Tokens != int64(m.Blocks*bs) {
+						t.Errorf("Lookup of %d blocks returned %+v", nb, m)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	checkInvariants(t, ix)
+	if ix.Stats().Evictions == 0 {
+		t.Error("no evictions: the cap was never reached")
+	}
 }
