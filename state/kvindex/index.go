@@ -36,6 +36,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/state/kvevents"
 	"github.com/sluicehq/sluice/state/slots"
@@ -349,6 +350,11 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	}
 	nb, bs := len(ev.BlockHashes), ev.BlockSize
 	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
+	// The first chunk's token ids start loading while the lock is taken
+	// and the holder and parent are resolved.
+	if !nonPrefix {
+		prefetchTokens(ev.TokenIDs, 0, min(nb, storeChunk), bs)
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	hi, err := ix.holderFor(h)
@@ -390,42 +396,99 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 		}
 		prev, prevHash = idx+1, ix.nodes[idx].hash()
 	}
-	for i := range nb {
-		c := contentHash(ev.TokenIDs[i*bs : (i+1)*bs])
-		if ev.ExtraKeys != nil {
-			c = withExtra(c, ev.ExtraKeys[i])
-		}
-		hash := chain(prevHash, c)
-		idx, found := ix.table.get(ix.nodes, hash)
-		if !found {
-			if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
-				return nil // the cap is hard: a chain longer than it is cut
-			}
-			if prev != 0 && ix.nodes[prev-1].hash() != prevHash {
-				return nil // unreachable: prev is pinned
-			}
-			idx = ix.allocNode(hash, prev)
+	// Blocks are handled in chunks: prefetch the lines the chunk will use
+	// that need no hash (prefetchApply), hash the chunk, load its
+	// block-table slots together (touchTable), then apply it block by
+	// block. The cache misses of a chunk overlap instead of each block
+	// waiting for its own in turn. The chained hashes depend only on the
+	// tokens and the parent's hash, never on the index, so hashing ahead
+	// computes what hashing block by block would (storeRef in the tests is
+	// that loop).
+	var hbuf [storeChunk]uint64
+	for c0 := 0; c0 < nb; c0 += storeChunk {
+		c1 := min(c0+storeChunk, nb)
+		hashes := hbuf[:c1-c0]
+		ix.prefetchApply(&hs.refs, ev.BlockHashes[c0:c1])
+		if ev.ExtraKeys == nil {
+			hashBlocks(hashes, prevHash, ev.TokenIDs[c0*bs:c1*bs], bs)
 		} else {
-			ix.touch(idx)
-			if !hs.aliased && ix.entryOf(idx, hi) != nil {
-				if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
-					hs.aliased = true // a second engine hash for a block hi holds
+			p := prevHash
+			for i := c0; i < c1; i++ {
+				p = chain(p, withExtra(contentHash(ev.TokenIDs[i*bs:(i+1)*bs]), ev.ExtraKeys[i]))
+				hashes[i-c0] = p
+			}
+		}
+		ix.touchTable(hashes)
+		for i := c0; i < c1; i++ {
+			hash := hashes[i-c0]
+			idx, found := ix.table.get(ix.nodes, hash)
+			if !found {
+				if ix.live >= ix.cfg.MaxNodes && !ix.evictOne(prev) {
+					return nil // the cap is hard: a chain longer than it is cut
+				}
+				if prev != 0 && ix.nodes[prev-1].hash() != prevHash {
+					return nil // unreachable: prev is pinned
+				}
+				idx = ix.allocNode(hash, prev)
+			} else {
+				ix.touch(idx)
+				if !hs.aliased && ix.entryOf(idx, hi) != nil {
+					if old, ok := hs.refs.get(ev.BlockHashes[i]); !ok || old != idx+1 {
+						hs.aliased = true // a second engine hash for a block hi holds
+					}
 				}
 			}
-		}
-		eh, r := ev.BlockHashes[i], idx+1
-		ix.addTier(idx, hi, tier)
-		if g != 0 || hs.groups.n > 0 {
-			var m uint64
-			if old, ok := hs.refs.get(eh); ok && old == r {
-				m = hs.groupsOf(eh)
+			eh, r := ev.BlockHashes[i], idx+1
+			ix.addTier(idx, hi, tier)
+			if g != 0 || hs.groups.n > 0 {
+				var m uint64
+				if old, ok := hs.refs.get(eh); ok && old == r {
+					m = hs.groupsOf(eh)
+				}
+				hs.setGroups(eh, m|groupBit(g))
 			}
-			hs.setGroups(eh, m|groupBit(g))
+			hs.refs.put(eh, r)
+			prev, prevHash = idx+1, hash
 		}
-		hs.refs.put(eh, r)
-		prev, prevHash = idx+1, hash
 	}
 	return nil
+}
+
+// storeChunk is how many blocks of an event Store hashes and touches at a
+// time.
+const storeChunk = 32
+
+// prefetchApply prefetches, for a chunk of an event, the slots of refs
+// that the chunk's engine hashes ehs start probing at, and the nodes and
+// clock bits of the free slots its new blocks will take (from the end of
+// the free list): lines that applying the chunk reads or writes, at random
+// places. It needs no hashing, so it runs before the chunk is hashed and
+// the lines arrive while it is.
+func (ix *Index) prefetchApply(refs *refMap, ehs []uint64) {
+	if rs := refs.slots; len(rs) > 0 {
+		for _, eh := range ehs {
+			prefetchLines(&rs[refHome(eh, len(rs))].klo, 1)
+		}
+	}
+	for j := range min(len(ehs), len(ix.free)) {
+		idx := ix.free[len(ix.free)-1-j]
+		n := &ix.nodes[idx]
+		prefetchLines(&n.hlo, 1)
+		prefetchLines((*uint32)(&n.h0), 1)
+		prefetchLines((*uint32)(unsafe.Pointer(&ix.usageBits[idx>>5])), 1)
+		prefetchLines((*uint32)(unsafe.Pointer(&ix.leafBits[idx>>6])), 1)
+	}
+}
+
+// touchTable loads the block-table slots of hashes, so that their misses
+// overlap.
+func (ix *Index) touchTable(hashes []uint64) {
+	var sink uint64
+	slots, tlen := ix.table.slots, uint64(len(ix.table.slots))
+	for _, h := range hashes {
+		sink += uint64(slots[reduce(h, tlen)])
+	}
+	lookupSink.Store(sink)
 }
 
 // excludeGroup stops indexing group g for holder hi and drops what only g

@@ -78,11 +78,7 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 	var sink uint64
 	for c0 := 0; c0 < nb; c0 += chunk {
 		c1 := min(c0+chunk, nb)
-		p := prev
-		for i := c0; i < c1; i++ {
-			p = chain(p, contentHash(tokens[i*bs:(i+1)*bs]))
-			hs[i-c0] = p
-		}
+		hashChain(hs[:c1-c0], prev, tokens[c0*bs:c1*bs], bs)
 		slotsArr, tlen := ix.table.slots, uint64(len(ix.table.slots))
 		for i := c0; i < c1; i++ {
 			sink += uint64(slotsArr[reduce(hs[i-c0], tlen)])

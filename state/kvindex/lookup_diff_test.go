@@ -355,22 +355,29 @@ func TestLookupLongQuery(t *testing.T) {
 // block-by-block hashing, and a 16-token-block differential lookup.
 func TestHashChain(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, bsz := range []int{1, 3, 4, 8, 15, 16, 17, 32} {
-		toks := make([]uint32, 40*bsz)
-		for i := range toks {
-			toks[i] = r.Uint32()
-		}
-		dst := make([]uint64, 40)
-		last := hashChain(dst, 12345, toks, bsz)
-		p := uint64(12345)
-		for i := range 40 {
-			p = chain(p, contentHash(toks[i*bsz:(i+1)*bsz]))
-			if dst[i] != p {
-				t.Fatalf("block size %d block %d: hashChain %x, want %x", bsz, i, dst[i], p)
+	// Lengths around hashChain's prefetch chunks (hashChunkBytes), and
+	// block sizes of one chunk or more.
+	for _, bsz := range []int{1, 3, 4, 8, 15, 16, 17, 32, 100, 512, 700} {
+		for _, nb := range []int{0, 1, 2, 31, 32, 33, 40, 64, 129, 513, 1030} {
+			if nb*bsz > 1<<20 {
+				continue
 			}
-		}
-		if last != p {
-			t.Fatalf("block size %d: hashChain returned %x, want %x", bsz, last, p)
+			toks := make([]uint32, nb*bsz, nb*bsz+r.IntN(3)) // the prefetch may look past the end
+			for i := range toks {
+				toks[i] = r.Uint32()
+			}
+			dst := make([]uint64, nb)
+			last := hashChain(dst, 12345, toks, bsz)
+			p := uint64(12345)
+			for i := range nb {
+				p = chain(p, contentHash(toks[i*bsz:(i+1)*bsz]))
+				if dst[i] != p {
+					t.Fatalf("block size %d, %d blocks, block %d: hashChain %x, want %x", bsz, nb, i, dst[i], p)
+				}
+			}
+			if last != p {
+				t.Fatalf("block size %d, %d blocks: hashChain returned %x, want %x", bsz, nb, last, p)
+			}
 		}
 	}
 	ix, _ := New(Config{})

@@ -277,9 +277,10 @@ func (ix *Index) allocNode(h uint64, parent uint32) uint32 {
 			ix.leafBits = append(ix.leafBits, 0)
 		}
 	}
-	n := &ix.nodes[idx]
-	n.setHash(h)
-	n.parent = parent
+	// One write of the whole node, so that reading it back (addTier) is
+	// forwarded from the store instead of waiting for a reused slot's
+	// cache line.
+	ix.nodes[idx] = node{hlo: uint32(h), hhi: uint32(h >> 32), parent: parent}
 	ix.table.put(ix.nodes, h, idx)
 	ix.live++
 	if parent != 0 {
