@@ -85,28 +85,6 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// hashChain stores in dst the chained hashes of the len(dst) blocks of
-// size bs in tokens, starting from prev, and returns the last (prev when
-// there are none). It equals chaining contentHash block by block, with the
-// common 16-token block unrolled. The token ids are prefetched one chunk
-// ahead of the hashing, so that a query whose tokens are out of cache
-// streams in while the previous chunk is hashed.
-func hashChain(dst []uint64, prev uint64, tokens []uint32, bs int) uint64 {
-	tokens = tokens[:len(dst)*bs]
-	per := max(1, hashChunkBytes/(4*bs))
-	prefetchTokens(tokens, 0, min(per, len(dst)), bs)
-	for c0 := 0; c0 < len(dst); c0 += per {
-		c1 := min(c0+per, len(dst))
-		prefetchTokens(tokens, c1, min(c1+per, len(dst)), bs)
-		prev = hashBlocks(dst[c0:c1], prev, tokens[c0*bs:c1*bs], bs)
-	}
-	return prev
-}
-
-// hashChunkBytes is how many bytes of token ids hashChain prefetches
-// ahead of the hashing: 32 blocks of 16 tokens.
-const hashChunkBytes = 2048
-
 // prefetchTokens prefetches the token ids of blocks [b0, b1), as far as
 // tokens has them.
 func prefetchTokens(tokens []uint32, b0, b1, bs int) {
@@ -117,7 +95,12 @@ func prefetchTokens(tokens []uint32, b0, b1, bs int) {
 	prefetchLines(&tokens[lo], ((hi-lo)*4+63)/64)
 }
 
-// hashBlocks is hashChain without the prefetching.
+// hashBlocks stores in dst the chained hashes of the len(dst) blocks of
+// size bs in tokens, starting from prev, and returns the last (prev when
+// there are none). It equals chaining contentHash block by block, with the
+// common 16-token block unrolled. Lookups hash the query without
+// prefetching it: the query was decoded just before and is in cache, where
+// a prefetch only costs (BENCHMARKS.md, "KV prefix index").
 func hashBlocks(dst []uint64, prev uint64, tokens []uint32, bs int) uint64 {
 	tokens = tokens[:len(dst)*bs]
 	if bs != 16 {

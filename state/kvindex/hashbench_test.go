@@ -22,7 +22,7 @@ func BenchmarkHashChain(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			c0 := cpuTime()
 			for b.Loop() {
-				hashChain(dst[:], 1, seqs[r.IntN(c.n)], benchBS)
+				hashBlocks(dst[:], 1, seqs[r.IntN(c.n)], benchBS)
 			}
 			b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})

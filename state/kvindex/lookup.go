@@ -78,7 +78,7 @@ func (ix *Index) lookupLinear(t tree, tokens []uint32, out []Match, start int) [
 	var sink uint64
 	for c0 := 0; c0 < nb; c0 += chunk {
 		c1 := min(c0+chunk, nb)
-		hashChain(hs[:c1-c0], prev, tokens[c0*bs:c1*bs], bs)
+		hashBlocks(hs[:c1-c0], prev, tokens[c0*bs:c1*bs], bs)
 		slotsArr, tlen := ix.table.slots, uint64(len(ix.table.slots))
 		for i := c0; i < c1; i++ {
 			sink += uint64(slotsArr[reduce(hs[i-c0], tlen)])
@@ -260,7 +260,7 @@ func (w *walker) run(ix *Index, t tree, tokens []uint32, out []Match, start int)
 			w.hs[0] = prev
 			w.nodes[0] = w.nodes[prevHi] // the previous window's last block
 		}
-		prev = hashChain(w.hs[w0-w.base:w1-w.base], prev, tokens[w0*bs:w1*bs], bs)
+		prev = hashBlocks(w.hs[w0-w.base:w1-w.base], prev, tokens[w0*bs:w1*bs], bs)
 		hi := w1 - 1 - w.base
 		clear(w.nodes[lo+1 : hi+1])
 		// Probe the window's last block and the first level of the search

@@ -355,7 +355,7 @@ func TestLookupLongQuery(t *testing.T) {
 // block-by-block hashing, and a 16-token-block differential lookup.
 func TestHashChain(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	// Lengths around hashChain's prefetch chunks (hashChunkBytes), and
+	// Lengths around the 32-block chunks Store and Lookup hash at a time, and
 	// block sizes of one chunk or more.
 	for _, bsz := range []int{1, 3, 4, 8, 15, 16, 17, 32, 100, 512, 700} {
 		for _, nb := range []int{0, 1, 2, 31, 32, 33, 40, 64, 129, 513, 1030} {
@@ -367,16 +367,16 @@ func TestHashChain(t *testing.T) {
 				toks[i] = r.Uint32()
 			}
 			dst := make([]uint64, nb)
-			last := hashChain(dst, 12345, toks, bsz)
+			last := hashBlocks(dst, 12345, toks, bsz)
 			p := uint64(12345)
 			for i := range nb {
 				p = chain(p, contentHash(toks[i*bsz:(i+1)*bsz]))
 				if dst[i] != p {
-					t.Fatalf("block size %d, %d blocks, block %d: hashChain %x, want %x", bsz, nb, i, dst[i], p)
+					t.Fatalf("block size %d, %d blocks, block %d: hashBlocks %x, want %x", bsz, nb, i, dst[i], p)
 				}
 			}
 			if last != p {
-				t.Fatalf("block size %d, %d blocks: hashChain returned %x, want %x", bsz, nb, last, p)
+				t.Fatalf("block size %d, %d blocks: hashBlocks returned %x, want %x", bsz, nb, last, p)
 			}
 		}
 	}
