@@ -78,11 +78,17 @@ type ttftCand struct {
 	drained           int64   // of them, what the engine prefilled since the report at rate
 	dispatched        int64   // tokens of the dispatches since the report
 	rate              float64 // engine prefill tokens/s used
+	ranks             int64   // DP ranks (1 without a fresh view)
 	queue, own        float64 // seconds
 	slotWait          float64 // seconds; 0 unless full and a residence time could be measured
 	residence         float64 // seconds per request on the engine (Little's law); 0 unknown
 	est               float64 // seconds
-	estMillis         int64   // est in whole milliseconds, what comparisons read
+	estMillis         int64   // est in whole milliseconds
+	held              int64   // tokens of the request's prefix another candidate holds and this one lacks
+	load              float64 // the engine's prefill load from this policy's picks (offered / rate); with held only
+	price             float64 // workPrice(load): waiting per second of added prefill work there
+	dup               float64 // seconds: the duplicate-prefill cost of held, price × held's prefill time
+	costMillis        int64   // est + dup in whole milliseconds, what comparisons read
 	queueFrom         string
 	rateDefault       bool
 	full              bool   // no free batch slot for this request (see estimate)
@@ -140,8 +146,9 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 	}
 
 	var rejections []Rejection
-	margin := float64(p.s.HotSpotMarginMillis) / 1e3
+	margin := int64(p.s.HotSpotMarginMillis)
 	for {
+		p.duplicateCost(cs, snap.Now())
 		best := -1
 		for i := range cs {
 			if !cs[i].refused() && (best < 0 || lessTTFT(&cs[i], &cs[best])) {
@@ -157,7 +164,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			alt := -1
 			for i := range cs {
 				c := &cs[i]
-				if !c.refused() && !c.full && c.est <= cs[best].est+margin && (alt < 0 || lessTTFT(c, &cs[alt])) {
+				if !c.refused() && !c.full && c.costMillis <= satAdd(cs[best].costMillis, margin) && (alt < 0 || lessTTFT(c, &cs[alt])) {
 					alt = i
 				}
 			}
@@ -193,6 +200,7 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	if c.o.known {
 		ranks = max(int64(c.o.report.Ranks), 1)
 	}
+	c.ranks = ranks
 	switch {
 	case c.o.known && c.o.report.PrefillRate > 0:
 		c.rate = c.o.report.PrefillRate
@@ -236,11 +244,66 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	}
 	// The prefill queue drains while the request waits for its slot: the longer wait counts.
 	c.est = math.Max(c.queue, c.slotWait) + c.own
-	if ms := c.est * 1e3; ms < math.MaxInt64 {
-		c.estMillis = int64(ms)
-	} else {
-		c.estMillis = math.MaxInt64
+	c.estMillis = millis(c.est)
+	c.costMillis = c.estMillis
+}
+
+// millis is s seconds in whole milliseconds, saturating (+Inf included).
+func millis(s float64) int64 {
+	if ms := s * 1e3; ms < math.MaxInt64 {
+		return int64(ms)
 	}
+	return math.MaxInt64
+}
+
+// duplicateCost charges every unrefused candidate for the part of the request's prefix that
+// another unrefused candidate already holds (docs/decisions.md, "ttft_aware", duplicate
+// prefill): placing the request there makes the fleet prefill those tokens a second time, and
+// that work delays the requests that queue behind it on that engine, priced by the engine's
+// prefill load (workPrice). The candidate with the deepest match pays nothing; without prefix
+// data nobody does.
+func (p *ttftAware) duplicateCost(cs []ttftCand, now time.Time) {
+	var deepest int64
+	for i := range cs {
+		c := &cs[i]
+		c.held, c.load, c.price, c.dup, c.costMillis = 0, 0, 0, 0, c.estMillis
+		if !c.refused() {
+			deepest = max(deepest, c.matched)
+		}
+	}
+	if deepest == 0 {
+		return
+	}
+	p.picks.mu.Lock()
+	defer p.picks.mu.Unlock()
+	for i := range cs {
+		c := &cs[i]
+		if c.refused() || c.matched >= deepest {
+			continue
+		}
+		c.held = deepest - c.matched
+		c.load = p.picks.offeredLocked(c.w.Slot, now) / c.rate
+		if c.price = workPrice(c.load); c.price > 0 {
+			c.dup = c.price * float64(c.held) * float64(c.ranks) / c.rate
+			c.costMillis = millis(c.est + c.dup)
+		}
+	}
+}
+
+// workPrice is the waiting time that one second of added prefill work costs the requests
+// queued behind it on an engine whose prefill load is rho (offered work / capacity): for one
+// FCFS server with Poisson arrivals (M/M/1) the mean number waiting is rho² / (1 − rho), and
+// its derivative rho (2 − rho) / (1 − rho)² is the waiting added per unit of work. An engine
+// offered more than it prefills (rho ≥ 1) has no steady state: its queue only grows, and work
+// added there is priced +Inf.
+func workPrice(rho float64) float64 {
+	switch {
+	case !(rho > 0): // NaN included
+		return 0
+	case rho >= 1:
+		return math.Inf(1)
+	}
+	return rho * (2 - rho) / ((1 - rho) * (1 - rho))
 }
 
 // residenceWindow is the longest span dispatches are counted over to measure an engine's
@@ -282,8 +345,8 @@ func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float6
 // what rates measured from microsecond counters and 500 ms reports resolve), then uncached
 // tokens, then router-local in-flight, then engine id.
 func lessTTFT(a, b *ttftCand) bool {
-	if a.estMillis != b.estMillis {
-		return a.estMillis < b.estMillis
+	if a.costMillis != b.costMillis {
+		return a.costMillis < b.costMillis
 	}
 	if a.uncached != b.uncached {
 		return a.uncached < b.uncached
@@ -331,8 +394,9 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 		fmt.Fprintf(&b, "hot-spot guard: %s had the least estimate but no free batch slot; %s has one within %d ms",
 			guardedFrom, cs[chosen].w.ID, p.s.HotSpotMarginMillis)
 	default:
-		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill)")
+		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill) + duplicate-prefill cost")
 	}
+
 	switch {
 	case p.source == nil:
 		b.WriteString("; no KV index: every engine treated as cold (matched 0)")
@@ -355,6 +419,10 @@ func (c *ttftCand) describe() string {
 		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
 	if c.queueFrom == QueueFromReport {
 		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
+	}
+	if c.held > 0 {
+		s += fmt.Sprintf("; + duplicate prefill %v (%d tokens another candidate holds, prefilled again here: %v × %.2f s of waiting per second of work at prefill load %.2f) = cost %v",
+			r(c.dup), c.held, r(float64(c.held)*float64(c.ranks)/c.rate), c.price, c.load, r(c.est+c.dup))
 	}
 	if c.full {
 		if c.residence > 0 {
@@ -379,10 +447,18 @@ type recentPicks struct {
 	by map[slots.Slot]*pickRing
 }
 
+// loadWindow is the horizon over which the prefill load this policy offers is averaged
+// (an exponential moving average; the same span as the residence time's dispatch count).
+const loadWindow = residenceWindow
+
 type pickRing struct {
 	at     [picksKept]time.Time
 	tokens [picksKept]int64
 	n, pos int
+	// work is the uncached tokens of every pick, exponentially decayed over loadWindow, as of
+	// workAt: work / loadWindow is the prefill load this policy offers the engine, tokens/s.
+	work   float64
+	workAt time.Time
 }
 
 func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
@@ -399,6 +475,28 @@ func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
 	ring.at[ring.pos], ring.tokens[ring.pos] = at, tokens
 	ring.pos = (ring.pos + 1) % picksKept
 	ring.n = min(ring.n+1, picksKept)
+	ring.work = ring.decayed(at) + float64(max(tokens, 0))
+	if at.After(ring.workAt) {
+		ring.workAt = at
+	}
+}
+
+// decayed is work decayed to now.
+func (ring *pickRing) decayed(now time.Time) float64 {
+	if dt := now.Sub(ring.workAt); dt > 0 && ring.work > 0 {
+		return ring.work * math.Exp(-dt.Seconds()/loadWindow.Seconds())
+	}
+	return ring.work
+}
+
+// offeredLocked is the prefill load this policy's picks offered s around now, in uncached
+// tokens per second (0 for an engine it never picked); r.mu is held.
+func (r *recentPicks) offeredLocked(s slots.Slot, now time.Time) float64 {
+	ring := r.by[s]
+	if ring == nil {
+		return 0
+	}
+	return ring.decayed(now) / loadWindow.Seconds()
 }
 
 // tokensSince sums the uncached tokens of the latest d picks of s made at or after since; picks it
