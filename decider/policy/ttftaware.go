@@ -32,8 +32,11 @@ const (
 )
 
 // ttftAware (configuration name ttft_aware) estimates, for every candidate, the request's time
-// to first token there and picks the least (docs/decisions.md, "ttft_aware"):
+// to first token there, adds the duplicate-prefill cost, and picks the least cost
+// (docs/decisions.md, "ttft_aware"):
 //
+//	cost = estimate + duplicate prefill (duplicateCost: the prefix another candidate holds,
+//	       prefilled again here, priced by this engine's prefill load)
 //	estimate = max(queue ahead, slot wait) + own prefill
 //	queue ahead = pending prefill tokens ahead / engine prefill rate
 //	slot wait = slots it waits for × W / slots, on an engine without a free slot for it
@@ -47,8 +50,8 @@ const (
 // typical_request_tokens. An engine without a measured rate is assumed to prefill
 // default_prefill_tokens_per_s per rank. W is the mean time a request stays on the engine by
 // Little's law (in-flight / recent dispatch rate; see slotWait). The hot-spot guard: when the
-// best estimate's engine has no batch slot for the request (see estimate), the best
-// engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
+// best cost's engine has no batch slot for the request (see estimate), the best
+// engine that admits at once wins if its cost is within hot_spot_margin_ms. Costs
 // compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
 // Admission runs in that order until an engine passes. Plain and prefill groups only.
 type ttftAware struct {
@@ -341,7 +344,8 @@ func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float6
 	return float64(need) * residence / float64(slots), residence
 }
 
-// lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
+// lessTTFT orders candidates by cost (estimate + duplicate prefill; the estimate alone for
+// TTFTEstimator) in whole milliseconds (finer differences are below
 // what rates measured from microsecond counters and 500 ms reports resolve), then uncached
 // tokens, then router-local in-flight, then engine id.
 func lessTTFT(a, b *ttftCand) bool {
@@ -420,7 +424,11 @@ func (c *ttftCand) describe() string {
 	if c.queueFrom == QueueFromReport {
 		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
 	}
-	if c.held > 0 {
+	switch {
+	case c.held > 0 && math.IsInf(c.price, 1):
+		s += fmt.Sprintf("; + duplicate prefill unbounded (%d tokens another candidate holds, prefilled again here at prefill load %.2f: offered more than it prefills) = cost unbounded",
+			c.held, c.load)
+	case c.held > 0:
 		s += fmt.Sprintf("; + duplicate prefill %v (%d tokens another candidate holds, prefilled again here: %v × %.2f s of waiting per second of work at prefill load %.2f) = cost %v",
 			r(c.dup), c.held, r(float64(c.held)*float64(c.ranks)/c.rate), c.price, c.load, r(c.est+c.dup))
 	}
