@@ -455,18 +455,11 @@ type recentPicks struct {
 	by map[slots.Slot]*pickRing
 }
 
-// loadWindow is the horizon over which the prefill load this policy offers is averaged
-// (an exponential moving average; the same span as the residence time's dispatch count).
-const loadWindow = residenceWindow
-
 type pickRing struct {
 	at     [picksKept]time.Time
 	tokens [picksKept]int64
 	n, pos int
-	// work is the uncached tokens of every pick, exponentially decayed over loadWindow, as of
-	// workAt: work / loadWindow is the prefill load this policy offers the engine, tokens/s.
-	work   float64
-	workAt time.Time
+	sum    int64 // the tokens of the n picks held
 }
 
 func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
@@ -480,31 +473,32 @@ func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
 		ring = &pickRing{}
 		r.by[s] = ring
 	}
+	tokens = max(tokens, 0)
+	if ring.n == picksKept {
+		ring.sum -= ring.tokens[ring.pos]
+	}
 	ring.at[ring.pos], ring.tokens[ring.pos] = at, tokens
+	ring.sum = satAdd(ring.sum, tokens)
 	ring.pos = (ring.pos + 1) % picksKept
 	ring.n = min(ring.n+1, picksKept)
-	ring.work = ring.decayed(at) + float64(max(tokens, 0))
-	if at.After(ring.workAt) {
-		ring.workAt = at
-	}
 }
 
-// decayed is work decayed to now.
-func (ring *pickRing) decayed(now time.Time) float64 {
-	if dt := now.Sub(ring.workAt); dt > 0 && ring.work > 0 {
-		return ring.work * math.Exp(-dt.Seconds()/loadWindow.Seconds())
-	}
-	return ring.work
-}
-
-// offeredLocked is the prefill load this policy's picks offered s around now, in uncached
-// tokens per second (0 for an engine it never picked); r.mu is held.
+// offeredLocked is the prefill load this policy's picks offered s, in uncached tokens per
+// second: the tokens of the picks it remembers after the oldest, over the time from the oldest
+// to now. Counting the last picks rather than a fixed span keeps the measure on the engine's
+// own time scale (a fleet ten times faster fills the memory ten times sooner). 0 when it
+// cannot be measured: fewer than two picks, or all of them at this instant.
 func (r *recentPicks) offeredLocked(s slots.Slot, now time.Time) float64 {
 	ring := r.by[s]
-	if ring == nil {
+	if ring == nil || ring.n < 2 {
 		return 0
 	}
-	return ring.decayed(now) / loadWindow.Seconds()
+	oldest := (ring.pos - ring.n + picksKept) % picksKept
+	span := now.Sub(ring.at[oldest]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(ring.sum-ring.tokens[oldest]) / span
 }
 
 // tokensSince sums the uncached tokens of the latest d picks of s made at or after since; picks it

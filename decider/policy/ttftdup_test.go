@@ -13,50 +13,58 @@ import (
 // 10,000-token queue (estimate 1.2 s); b is cold and idle (estimate 0.8 s). Going to b makes
 // the fleet prefill a's 6,000 tokens again (0.6 s of work at 10,000 tokens/s), which costs the
 // requests queued behind it on b workPrice(b's load) s per second of work. b's load is what this
-// policy's earlier picks offered it (uncached tokens over 64 s, decayed exponentially) ÷ its
-// rate; earlier picks of n 8,000-token requests offer n × 8000 / 64 / 10000.
+// policy's earlier picks offered it: the tokens of the picks after the oldest it remembers, over
+// the time from the oldest to now, ÷ b's rate. n picks of 8,000 tokens spread over span seconds
+// offer (n − 1) × 8000 / span / 10000.
 func TestTTFTAwareDuplicatePrefillCost(t *testing.T) {
 	t.Parallel()
 	const input = 8000
+	type prime struct {
+		n           int
+		every, span time.Duration // picks every every, the oldest span before the pick
+	}
 	tests := []struct {
-		name          string
-		primeB        int           // earlier picks of b alone
-		primeA        int           // earlier picks of a alone
-		primeAgo      time.Duration // how long before the pick they were made
-		queueA        int64
-		want          string
-		wantNoteMatch string // in b's note
+		name           string
+		primeA, primeB prime
+		queueA         int64
+		want           string
+		wantNoteMatch  string // in b's note
 	}{
 		{name: "b never picked: no price, b wins on its estimate", want: "b",
 			wantNoteMatch: "+ duplicate prefill 0s (6000 tokens another candidate holds, prefilled again here: 600ms × 0.00 s of waiting per second of work at prefill load 0.00) = cost 800ms"},
-		{name: "b half loaded: 0.6 s of work × 3 = 1.8 s, a wins", primeB: 40, want: "a",
+		{name: "b half loaded: 0.6 s of work × 3 = 1.8 s, a wins", primeB: prime{41, 1600 * time.Millisecond, 64 * time.Second}, want: "a",
 			wantNoteMatch: "+ duplicate prefill 1.8s (6000 tokens another candidate holds, prefilled again here: 600ms × 3.00 s of waiting per second of work at prefill load 0.50) = cost 2.6s"},
-		// Load 0.5/e = 0.18, price 0.50: 0.3 s, so b costs 1.1 s < a's 1.2 s.
-		{name: "the same picks a load window ago count 1/e", primeB: 40, primeAgo: loadWindow, want: "b",
-			wantNoteMatch: "+ duplicate prefill 300.963ms (6000 tokens another candidate holds, prefilled again here: 600ms × 0.50 s of waiting per second of work at prefill load 0.18) = cost 1.100963s"},
-		{name: "b offered more than it prefills: duplicating there is never chosen", primeB: 80, queueA: 100000, want: "a",
-			wantNoteMatch: "+ duplicate prefill unbounded (6000 tokens another candidate holds, prefilled again here at prefill load 1.00: offered more than it prefills)"},
-		{name: "a loaded, b idle: the price is the destination's, so b relieves the holder", primeA: 80, want: "b",
+		// The same picks measured over three times the span: load 1/6, price 0.44, 0.26 s.
+		{name: "the same picks long ago: lighter load, b wins", primeB: prime{41, 1600 * time.Millisecond, 192 * time.Second}, want: "b",
+			wantNoteMatch: "600ms × 0.44 s of waiting per second of work at prefill load 0.17) = cost 1.064"},
+		{name: "b offered more than it prefills: duplicating there is never chosen", primeB: prime{64, 400 * time.Millisecond, 25600 * time.Millisecond},
+			queueA: 100000, want: "a",
+			wantNoteMatch: "+ duplicate prefill unbounded (6000 tokens another candidate holds, prefilled again here at prefill load 1.97: offered more than it prefills)"},
+		{name: "a loaded, b idle: the price is the destination's, so b relieves the holder", primeA: prime{64, 400 * time.Millisecond, 25600 * time.Millisecond},
+			want: "b", wantNoteMatch: "at prefill load 0.00) = cost 800ms"},
+		{name: "picks all at one instant cannot be measured: no price", primeB: prime{41, 0, 0}, want: "b",
 			wantNoteMatch: "at prefill load 0.00) = cost 800ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			base := time.Now().Add(-2 * time.Minute)
-			clk := &testClock{base.Add(time.Second - tt.primeAgo)}
+			base := time.Now().Add(-10 * time.Minute)
+			pickAt := base.Add(time.Second)
+			clk := &testClock{pickAt}
 			withClock(t, f, clk)
 			es := f.engines(registry.RolePlain, "a", "b")
 			p := newTTFT(t, f, config.PolicySpec{}, &fakePrefix{slots: f.slots, matched: map[string]int64{"a": 6000}})
-			prime := func(w *registry.Engine, n int) {
-				for range n {
-					// Only one candidate: no report yet, so the default rate (10,000 tokens/s).
+			primePicks := func(w *registry.Engine, pr prime) {
+				for k := range pr.n {
+					clk.now = pickAt.Add(-pr.span + time.Duration(k)*pr.every)
+					// Only one candidate, no report yet: it is picked at the default rate.
 					mustPick(t, p, []*registry.Engine{w}, Request{Model: "m", Stage: registry.RolePlain, InputTokens: input})
 				}
 			}
-			prime(es[1], tt.primeB)
-			prime(es[0], tt.primeA)
-			clk.now = base.Add(time.Second)
+			primePicks(es[1], tt.primeB)
+			primePicks(es[0], tt.primeA)
+			clk.now = pickAt
 			queueA := tt.queueA
 			if queueA == 0 {
 				queueA = 10000
@@ -91,15 +99,18 @@ func TestTTFTAwareDuplicatePrefillCost(t *testing.T) {
 func TestTTFTAwareDuplicateCostSkipsRefusedHolder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	base := time.Now().Add(-2 * time.Minute)
-	clk := &testClock{base.Add(time.Second)}
+	base := time.Now().Add(-10 * time.Minute)
+	pickAt := base.Add(time.Second)
+	clk := &testClock{pickAt}
 	withClock(t, f, clk)
 	es := f.engines(registry.RolePlain, "a", "b", "c")
 	p := newTTFT(t, f, config.PolicySpec{Admission: &config.AdmissionSpec{MaxRunningRequests: ptrTo[int64](5)}},
 		&fakePrefix{slots: f.slots, matched: map[string]int64{"a": 6000}})
-	for range 40 { // b half loaded, as in TestTTFTAwareDuplicatePrefillCost
+	for k := range 41 { // b half loaded, as in TestTTFTAwareDuplicatePrefillCost
+		clk.now = pickAt.Add(-64*time.Second + time.Duration(k)*1600*time.Millisecond)
 		mustPick(t, p, es[1:2], Request{Model: "m", Stage: registry.RolePlain, InputTokens: 8000})
 	}
+	clk.now = pickAt
 	f.reportRate("a", nativeLoad(0, 0, 5), base, 10000) // the holder, at the running cap
 	f.reportRate("b", nativeLoad(0, 0, 0), base, 10000)
 	f.reportRate("c", nativeLoad(1000, 0, 0), base, 10000)
