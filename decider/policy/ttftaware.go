@@ -452,7 +452,7 @@ const picksKept = 64
 // pending prefill. Safe for concurrent use.
 type recentPicks struct {
 	mu sync.Mutex
-	by map[slots.Slot]*pickRing
+	by []*pickRing // indexed by slot (slots are small dense integers)
 }
 
 type pickRing struct {
@@ -465,8 +465,8 @@ type pickRing struct {
 func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.by == nil {
-		r.by = map[slots.Slot]*pickRing{}
+	if int(s) >= len(r.by) {
+		r.by = append(r.by, make([]*pickRing, int(s)+1-len(r.by))...)
 	}
 	ring := r.by[s]
 	if ring == nil {
@@ -489,7 +489,7 @@ func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
 // own time scale (a fleet ten times faster fills the memory ten times sooner). 0 when it
 // cannot be measured: fewer than two picks, or all of them at this instant.
 func (r *recentPicks) offeredLocked(s slots.Slot, now time.Time) float64 {
-	ring := r.by[s]
+	ring := r.ring(s)
 	if ring == nil || ring.n < 2 {
 		return 0
 	}
@@ -507,7 +507,7 @@ func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var sum, seen int64
-	if ring := r.by[s]; ring != nil {
+	if ring := r.ring(s); ring != nil {
 		for i := 0; i < ring.n && seen < d; i++ {
 			j := (ring.pos - 1 - i + picksKept) % picksKept
 			if ring.at[j].Before(since) { // at the capture instant counts: see sinceReport
@@ -518,4 +518,12 @@ func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int
 		}
 	}
 	return satAdd(sum, satMul(d-seen, max(fallback, 0)))
+}
+
+// ring is s's pick ring, nil if s was never picked; r.mu is held.
+func (r *recentPicks) ring(s slots.Slot) *pickRing {
+	if int(s) < len(r.by) {
+		return r.by[s]
+	}
+	return nil
 }
