@@ -32,8 +32,11 @@ const (
 )
 
 // ttftAware (configuration name ttft_aware) estimates, for every candidate, the request's time
-// to first token there and picks the least (docs/decisions.md, "ttft_aware"):
+// to first token there, adds the duplicate-prefill cost, and picks the least cost
+// (docs/decisions.md, "ttft_aware"):
 //
+//	cost = estimate + duplicate prefill (duplicateCost: the prefix another candidate holds,
+//	       prefilled again here, priced by this engine's prefill load)
 //	estimate = max(queue ahead, slot wait) + own prefill
 //	queue ahead = pending prefill tokens ahead / engine prefill rate
 //	slot wait = slots it waits for × W / slots, on an engine without a free slot for it
@@ -47,8 +50,8 @@ const (
 // typical_request_tokens. An engine without a measured rate is assumed to prefill
 // default_prefill_tokens_per_s per rank. W is the mean time a request stays on the engine by
 // Little's law (in-flight / recent dispatch rate; see slotWait). The hot-spot guard: when the
-// best estimate's engine has no batch slot for the request (see estimate), the best
-// engine that admits at once wins if its estimate is within hot_spot_margin_ms. Estimates
+// best cost's engine has no batch slot for the request (see estimate), the best
+// engine that admits at once wins if its cost is within hot_spot_margin_ms. Costs
 // compare in whole milliseconds; ties: fewer uncached tokens, fewer in flight, engine id.
 // Admission runs in that order until an engine passes. Plain and prefill groups only.
 type ttftAware struct {
@@ -78,11 +81,17 @@ type ttftCand struct {
 	drained           int64   // of them, what the engine prefilled since the report at rate
 	dispatched        int64   // tokens of the dispatches since the report
 	rate              float64 // engine prefill tokens/s used
+	ranks             int64   // DP ranks (1 without a fresh view)
 	queue, own        float64 // seconds
 	slotWait          float64 // seconds; 0 unless full and a residence time could be measured
 	residence         float64 // seconds per request on the engine (Little's law); 0 unknown
 	est               float64 // seconds
-	estMillis         int64   // est in whole milliseconds, what comparisons read
+	estMillis         int64   // est in whole milliseconds
+	held              int64   // tokens of the request's prefix another candidate holds and this one lacks
+	load              float64 // the engine's prefill load from this policy's picks (offered / rate); with held only
+	price             float64 // workPrice(load): waiting per second of added prefill work there
+	dup               float64 // seconds: the duplicate-prefill cost of held, price × held's prefill time
+	costMillis        int64   // est + dup in whole milliseconds, what comparisons read
 	queueFrom         string
 	rateDefault       bool
 	full              bool   // no free batch slot for this request (see estimate)
@@ -140,8 +149,9 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 	}
 
 	var rejections []Rejection
-	margin := float64(p.s.HotSpotMarginMillis) / 1e3
+	margin := int64(p.s.HotSpotMarginMillis)
 	for {
+		p.duplicateCost(cs, snap.Now())
 		best := -1
 		for i := range cs {
 			if !cs[i].refused() && (best < 0 || lessTTFT(&cs[i], &cs[best])) {
@@ -157,7 +167,7 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			alt := -1
 			for i := range cs {
 				c := &cs[i]
-				if !c.refused() && !c.full && c.est <= cs[best].est+margin && (alt < 0 || lessTTFT(c, &cs[alt])) {
+				if !c.refused() && !c.full && c.costMillis <= satAdd(cs[best].costMillis, margin) && (alt < 0 || lessTTFT(c, &cs[alt])) {
 					alt = i
 				}
 			}
@@ -193,6 +203,7 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	if c.o.known {
 		ranks = max(int64(c.o.report.Ranks), 1)
 	}
+	c.ranks = ranks
 	switch {
 	case c.o.known && c.o.report.PrefillRate > 0:
 		c.rate = c.o.report.PrefillRate
@@ -236,11 +247,66 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	}
 	// The prefill queue drains while the request waits for its slot: the longer wait counts.
 	c.est = math.Max(c.queue, c.slotWait) + c.own
-	if ms := c.est * 1e3; ms < math.MaxInt64 {
-		c.estMillis = int64(ms)
-	} else {
-		c.estMillis = math.MaxInt64
+	c.estMillis = millis(c.est)
+	c.costMillis = c.estMillis
+}
+
+// millis is s seconds in whole milliseconds, saturating (+Inf included).
+func millis(s float64) int64 {
+	if ms := s * 1e3; ms < math.MaxInt64 {
+		return int64(ms)
 	}
+	return math.MaxInt64
+}
+
+// duplicateCost charges every unrefused candidate for the part of the request's prefix that
+// another unrefused candidate already holds (docs/decisions.md, "ttft_aware", duplicate
+// prefill): placing the request there makes the fleet prefill those tokens a second time, and
+// that work delays the requests that queue behind it on that engine, priced by the engine's
+// prefill load (workPrice). The candidate with the deepest match pays nothing; without prefix
+// data nobody does.
+func (p *ttftAware) duplicateCost(cs []ttftCand, now time.Time) {
+	var deepest int64
+	for i := range cs {
+		c := &cs[i]
+		c.held, c.load, c.price, c.dup, c.costMillis = 0, 0, 0, 0, c.estMillis
+		if !c.refused() {
+			deepest = max(deepest, c.matched)
+		}
+	}
+	if deepest == 0 {
+		return
+	}
+	p.picks.mu.Lock()
+	defer p.picks.mu.Unlock()
+	for i := range cs {
+		c := &cs[i]
+		if c.refused() || c.matched >= deepest {
+			continue
+		}
+		c.held = deepest - c.matched
+		c.load = p.picks.offeredLocked(c.w.Slot, now) / c.rate
+		if c.price = workPrice(c.load); c.price > 0 {
+			c.dup = c.price * float64(c.held) * float64(c.ranks) / c.rate
+			c.costMillis = millis(c.est + c.dup)
+		}
+	}
+}
+
+// workPrice is the waiting time that one second of added prefill work costs the requests
+// queued behind it on an engine whose prefill load is rho (offered work / capacity): for one
+// FCFS server with Poisson arrivals (M/M/1) the mean number waiting is rho² / (1 − rho), and
+// its derivative rho (2 − rho) / (1 − rho)² is the waiting added per unit of work. An engine
+// offered more than it prefills (rho ≥ 1) has no steady state: its queue only grows, and work
+// added there is priced +Inf.
+func workPrice(rho float64) float64 {
+	switch {
+	case !(rho > 0): // NaN included
+		return 0
+	case rho >= 1:
+		return math.Inf(1)
+	}
+	return rho * (2 - rho) / ((1 - rho) * (1 - rho))
 }
 
 // residenceWindow is the longest span dispatches are counted over to measure an engine's
@@ -278,12 +344,13 @@ func (p *ttftAware) slotWait(now time.Time, c *ttftCand) (wait, residence float6
 	return float64(need) * residence / float64(slots), residence
 }
 
-// lessTTFT orders candidates by estimate in whole milliseconds (finer differences are below
+// lessTTFT orders candidates by cost (estimate + duplicate prefill; the estimate alone for
+// TTFTEstimator) in whole milliseconds (finer differences are below
 // what rates measured from microsecond counters and 500 ms reports resolve), then uncached
 // tokens, then router-local in-flight, then engine id.
 func lessTTFT(a, b *ttftCand) bool {
-	if a.estMillis != b.estMillis {
-		return a.estMillis < b.estMillis
+	if a.costMillis != b.costMillis {
+		return a.costMillis < b.costMillis
 	}
 	if a.uncached != b.uncached {
 		return a.uncached < b.uncached
@@ -331,8 +398,9 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 		fmt.Fprintf(&b, "hot-spot guard: %s had the least estimate but no free batch slot; %s has one within %d ms",
 			guardedFrom, cs[chosen].w.ID, p.s.HotSpotMarginMillis)
 	default:
-		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill)")
+		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill) + duplicate-prefill cost")
 	}
+
 	switch {
 	case p.source == nil:
 		b.WriteString("; no KV index: every engine treated as cold (matched 0)")
@@ -356,6 +424,14 @@ func (c *ttftCand) describe() string {
 	if c.queueFrom == QueueFromReport {
 		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
 	}
+	switch {
+	case c.held > 0 && math.IsInf(c.price, 1):
+		s += fmt.Sprintf("; + duplicate prefill unbounded (%d tokens another candidate holds, prefilled again here at prefill load %.2f: offered more than it prefills) = cost unbounded",
+			c.held, c.load)
+	case c.held > 0:
+		s += fmt.Sprintf("; + duplicate prefill %v (%d tokens another candidate holds, prefilled again here: %v × %.2f s of waiting per second of work at prefill load %.2f) = cost %v",
+			r(c.dup), c.held, r(float64(c.held)*float64(c.ranks)/c.rate), c.price, c.load, r(c.est+c.dup))
+	}
 	if c.full {
 		if c.residence > 0 {
 			s += fmt.Sprintf("; would queue for a batch slot: slot wait from %v per request on the engine (Little's law)",
@@ -376,29 +452,53 @@ const picksKept = 64
 // pending prefill. Safe for concurrent use.
 type recentPicks struct {
 	mu sync.Mutex
-	by map[slots.Slot]*pickRing
+	by []*pickRing // indexed by slot (slots are small dense integers)
 }
 
 type pickRing struct {
 	at     [picksKept]time.Time
 	tokens [picksKept]int64
 	n, pos int
+	sum    int64 // the tokens of the n picks held
 }
 
 func (r *recentPicks) record(s slots.Slot, at time.Time, tokens int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.by == nil {
-		r.by = map[slots.Slot]*pickRing{}
+	if int(s) >= len(r.by) {
+		r.by = append(r.by, make([]*pickRing, int(s)+1-len(r.by))...)
 	}
 	ring := r.by[s]
 	if ring == nil {
 		ring = &pickRing{}
 		r.by[s] = ring
 	}
+	tokens = max(tokens, 0)
+	if ring.n == picksKept {
+		ring.sum -= ring.tokens[ring.pos]
+	}
 	ring.at[ring.pos], ring.tokens[ring.pos] = at, tokens
+	ring.sum = satAdd(ring.sum, tokens)
 	ring.pos = (ring.pos + 1) % picksKept
 	ring.n = min(ring.n+1, picksKept)
+}
+
+// offeredLocked is the prefill load this policy's picks offered s, in uncached tokens per
+// second: the tokens of the picks it remembers after the oldest, over the time from the oldest
+// to now. Counting the last picks rather than a fixed span keeps the measure on the engine's
+// own time scale (a fleet ten times faster fills the memory ten times sooner). 0 when it
+// cannot be measured: fewer than two picks, or all of them at this instant.
+func (r *recentPicks) offeredLocked(s slots.Slot, now time.Time) float64 {
+	ring := r.ring(s)
+	if ring == nil || ring.n < 2 {
+		return 0
+	}
+	oldest := (ring.pos - ring.n + picksKept) % picksKept
+	span := now.Sub(ring.at[oldest]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(ring.sum-ring.tokens[oldest]) / span
 }
 
 // tokensSince sums the uncached tokens of the latest d picks of s made at or after since; picks it
@@ -407,7 +507,7 @@ func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var sum, seen int64
-	if ring := r.by[s]; ring != nil {
+	if ring := r.ring(s); ring != nil {
 		for i := 0; i < ring.n && seen < d; i++ {
 			j := (ring.pos - 1 - i + picksKept) % picksKept
 			if ring.at[j].Before(since) { // at the capture instant counts: see sinceReport
@@ -418,4 +518,12 @@ func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int
 		}
 	}
 	return satAdd(sum, satMul(d-seen, max(fallback, 0)))
+}
+
+// ring is s's pick ring, nil if s was never picked; r.mu is held.
+func (r *recentPicks) ring(s slots.Slot) *pickRing {
+	if int(s) < len(r.by) {
+		return r.by[s]
+	}
+	return nil
 }
