@@ -70,9 +70,9 @@ type Outcome struct {
 	// Transport50 (live only) is the median over requests of the client's TTFT less the
 	// engine's own: client → gateway → decider → engine and the first chunk back, which the
 	// simulation does not model (it is 0 there).
-	Transport50 time.Duration
-	WallTime, SetupTime        time.Duration
-	CachedTok, PromptTok       int64
+	Transport50          time.Duration
+	WallTime, SetupTime  time.Duration
+	CachedTok, PromptTok int64
 	// Runs are the requests one by one, in the window's order (diagnose.go).
 	Runs []Run
 }
