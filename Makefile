@@ -123,10 +123,13 @@ routing-quality-speed%: build
 # simengines over ZMQ and /v1/loads, enginelink, decider, gateway; real time) and through
 # sluice simulate with the same settings (tests/honesty), side by side in HONESTY_OUT.
 HONESTY_TRACE ?= testdata/traces/conversation_trace.jsonl
+# HONESTY_DIAG gets the request-by-request comparison (transport, engine choice, the engine
+# model replayed on the live routing).
 HONESTY_OUT ?= routing-quality/honesty.md
+HONESTY_DIAG ?= routing-quality/honesty-diagnosis.md
 HONESTY_ARGS ?= -window 5m -speed 2 -policies cache_aware,ttft_aware
 
 .PHONY: sim-honesty
-sim-honesty: ## Check sluice simulate against the live stack on a 5-minute window (HONESTY_ARGS) into HONESTY_OUT
-	@mkdir -p $(dir $(HONESTY_OUT))
-	$(GO) run ./tests/honesty/cmd/honesty -trace $(HONESTY_TRACE) $(HONESTY_ARGS) -out $(HONESTY_OUT)
+sim-honesty: ## Check sluice simulate against the live stack on a 5-minute window (HONESTY_ARGS) into HONESTY_OUT and HONESTY_DIAG
+	@mkdir -p $(dir $(HONESTY_OUT)) $(dir $(HONESTY_DIAG))
+	$(GO) run ./tests/honesty/cmd/honesty -trace $(HONESTY_TRACE) $(HONESTY_ARGS) -out $(HONESTY_OUT) -diagnose $(HONESTY_DIAG)

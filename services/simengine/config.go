@@ -97,10 +97,25 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain.
 	ShutdownTimeout time.Duration
 
-	// OnResult, when set, is called with the result of every generation that ran to its end
-	// (the engine's own queue and prefill times: tests/honesty compares them with sluice
-	// simulate's). It has no flag; it must be safe for concurrent use.
-	OnResult func(engine.Result)
+	// OnResult, when set, is called with every generation that ran to its end: which engine
+	// rank ran it, when it was handed to the engine model, its prompt and the engine's own queue
+	// and prefill times (tests/honesty compares them with sluice simulate's). It has no flag; it
+	// must be safe for concurrent use and must not modify the prompt.
+	OnResult func(Generation)
+}
+
+// Generation is one finished generation as Config.OnResult sees it.
+type Generation struct {
+	// EngineID is Config.ID and Rank the DP rank that ran the request.
+	EngineID string
+	Rank     int
+	// RequestID is the request's X-Request-Id header ("" without one).
+	RequestID string
+	// Submitted is when the request was handed to the engine model (wall clock).
+	Submitted time.Time
+	// Prompt is the request's prompt (shared: read-only).
+	Prompt []uint32
+	engine.Result
 }
 
 // DefaultConfig returns the defaults every flag starts from.

@@ -88,6 +88,7 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		submitted := time.Now()
 		run, err := s.engines[rank].Submit(r.Context(), engine.Request{TokenIDs: tokens, MaxTokens: req.maxTokens(), Stream: req.Stream, LoRAName: lora, CacheSalt: req.CacheSalt})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -98,8 +99,14 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 		if req.Model != "" {
 			resp.model = req.Model
 		}
+		done := func(res engine.Result) {
+			if s.cfg.OnResult != nil {
+				s.cfg.OnResult(Generation{EngineID: s.cfg.ID, Rank: rank, RequestID: r.Header.Get("X-Request-Id"), Submitted: submitted,
+					Prompt: tokens, Result: res})
+			}
+		}
 		if req.Stream {
-			s.stream(w, r, run, resp)
+			s.stream(w, r, run, resp, done)
 			return
 		}
 		res, err := run.Result()
@@ -107,16 +114,15 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			s.logger.Debug("request ended early", slog.Any("error", err))
 			return
 		}
-		if s.cfg.OnResult != nil {
-			s.cfg.OnResult(res)
-		}
+		done(res)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp.final(res))
 	}
 }
 
 // stream writes one SSE event per token, flushed at once, then the final event and [DONE].
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run, resp *responder) {
+// done is called with the result of a run that ended normally.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run, resp *responder, done func(engine.Result)) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -140,9 +146,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run,
 		s.logger.Debug("stream ended early", slog.Any("error", err))
 		return
 	}
-	if s.cfg.OnResult != nil {
-		s.cfg.OnResult(res)
-	}
+	done(res)
 	for _, ev := range resp.closing(res) {
 		if !send(ev) {
 			return

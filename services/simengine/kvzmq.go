@@ -122,10 +122,37 @@ type zmqKVPublisher struct {
 	lastPublish               prometheus.Gauge
 }
 
-// zmqSocketState holds the PUB socket under a lock while Run owns it.
+// zmqSocketState holds the current PUB socket under a lock while Run owns it (a connecting
+// PUB gets a new socket per connection).
 type zmqSocketState struct {
 	mu  sync.Mutex
 	pub zmq4.Socket
+}
+
+// set makes pub the publishing socket and closes the one it replaces.
+func (s *zmqSocketState) set(pub zmq4.Socket) {
+	s.mu.Lock()
+	old := s.pub
+	s.pub = pub
+	s.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+}
+
+func (s *zmqSocketState) send(msg zmq4.Msg) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pub.Send(msg)
+}
+
+// close closes the publishing socket.
+func (s *zmqSocketState) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pub != nil {
+		_ = s.pub.Close()
+	}
 }
 
 func newZMQKVPublisher(logger *slog.Logger, cfg Config, rank int, reg prometheus.Registerer) (*zmqKVPublisher, error) {
@@ -176,8 +203,7 @@ func (p *zmqKVPublisher) endpoints(ctx context.Context) (pub, replay string, err
 func (p *zmqKVPublisher) subscribed() bool {
 	p.sock.mu.Lock()
 	defer p.sock.mu.Unlock()
-	t, ok := p.sock.pub.(zmq4.Topics)
-	return ok && len(t.Topics()) > 0
+	return p.sock.pub != nil && hasTopics(p.sock.pub)
 }
 
 func (p *zmqKVPublisher) setReady(err error) {
@@ -186,27 +212,34 @@ func (p *zmqKVPublisher) setReady(err error) {
 }
 
 // Run publishes until ctx is cancelled, then sends what is pending and closes the sockets.
-// A connecting PUB keeps redialling its subscriber in the background; publishing goes on
-// meanwhile and those batches are lost, as with a real engine.
+// A connecting PUB keeps redialling its subscriber in the background (keepConnected);
+// publishing goes on meanwhile and those batches are lost, as with a real engine.
 func (p *zmqKVPublisher) Run(ctx context.Context) error {
 	// The sockets outlive ctx by the final publish.
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	zlog := slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
 	bind := zmqBinds(p.endpoint)
-	opts := []zmq4.Option{zmq4.WithLogger(zlog)}
-	if !bind {
-		opts = append(opts, zmq4.WithDialerMaxRetries(-1), zmq4.WithAutomaticReconnect(true))
+	newPub := func() (zmq4.Socket, error) {
+		opts := []zmq4.Option{zmq4.WithLogger(zlog)}
+		if !bind {
+			// One dial attempt per socket: keepConnected owns the retries.
+			opts = append(opts, zmq4.WithDialerMaxRetries(0))
+		}
+		pub := zmq4.NewPub(sctx, opts...)
+		if err := pub.SetOption(zmq4.OptionHWM, kvEventsHWM); err != nil {
+			_ = pub.Close()
+			return nil, fmt.Errorf("kv events PUB: %w", err)
+		}
+		return pub, nil
 	}
-	pub := zmq4.NewPub(sctx, opts...)
-	defer pub.Close()
-	if err := pub.SetOption(zmq4.OptionHWM, kvEventsHWM); err != nil {
+	pub, err := newPub()
+	if err != nil {
 		p.setReady(err)
-		return fmt.Errorf("kv events PUB: %w", err)
+		return err
 	}
-	p.sock.mu.Lock()
-	p.sock.pub = pub
-	p.sock.mu.Unlock()
+	p.sock.set(pub)
+	defer p.sock.close()
 
 	// g runs what lives as long as the sockets: the dial and the replay loop.
 	g, gctx := errgroup.WithContext(ctx)
@@ -222,17 +255,7 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 		p.pubAddr = boundEndpoint(p.endpoint, pub.Addr())
 	} else {
 		p.pubAddr = p.endpoint
-		g.Go(func() error {
-			p.logger.Info("connecting KV-event PUB to its subscriber", slog.String("endpoint", p.endpoint))
-			if err := pub.Dial(p.endpoint); err != nil {
-				if sctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("-kv-events-endpoint %s: %w", p.endpoint, err)
-			}
-			p.logger.Info("KV-event PUB connected", slog.String("endpoint", p.endpoint))
-			return nil
-		})
+		g.Go(func() error { return p.keepConnected(sctx, newPub) })
 	}
 	if p.replayEP != "" {
 		router := zmq4.NewRouter(sctx, zmq4.WithLogger(zlog))
@@ -256,18 +279,114 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-gctx.Done():
-			if ctx.Err() != nil { // shutdown, not a failed dial
-				p.publish(pub, &seq)
+			if ctx.Err() != nil { // shutdown, not a failed socket
+				p.publish(&seq)
 			}
 			return stop()
 		case <-t.C:
-			p.publish(pub, &seq)
+			p.publish(&seq)
 		}
 	}
 }
 
-// publish sends the pending events as batches of at most maxEventsPerBatch.
-func (p *zmqKVPublisher) publish(pub zmq4.Socket, seq *uint64) {
+// Redialling of a connecting PUB (keepConnected).
+const (
+	// redialInterval separates two dial attempts, as libzmq's ZMQ_RECONNECT_IVL (100 ms).
+	redialInterval = 100 * time.Millisecond
+	// subscribeGrace is how long a new connection may go without a subscription before it
+	// counts as lost (the peer accepted on a closing listener, or is not a subscriber).
+	subscribeGrace = 2 * time.Second
+	// watchInterval is how often the connection's subscriptions are looked at.
+	watchInterval = 20 * time.Millisecond
+)
+
+// keepConnected keeps a connecting PUB connected to its subscriber until ctx ends, as libzmq
+// does for a connecting socket (it redials every reconnect interval, whatever failed), and
+// zmq4's own automatic reconnect does not: that redial is a single Dial from the connection's
+// close callback, so a subscriber restarting on the same port — whose closing listener still
+// completes the TCP connect but then resets the ZMTP handshake — ends it for good, and a loss
+// noticed by a send redials from inside the socket's writer, which holds the lock the new
+// connection needs (go-zeromq/zmq4 #124). Here each attempt is a fresh socket dialled once;
+// the connected one replaces the publishing socket, and when its subscriptions vanish (zmq4
+// drops a closed connection and its subscriptions) or never arrive within subscribeGrace, it
+// is replaced by the next attempt. Batches published between two connections are lost, as
+// from any PUB without a subscriber.
+func (p *zmqKVPublisher) keepConnected(ctx context.Context, newPub func() (zmq4.Socket, error)) error {
+	p.logger.Info("connecting KV-event PUB to its subscriber", slog.String("endpoint", p.endpoint))
+	failing := false
+	for ctx.Err() == nil {
+		pub, err := newPub()
+		if err != nil {
+			return err
+		}
+		if err := pub.Dial(p.endpoint); err != nil {
+			_ = pub.Close()
+			if !failing {
+				p.logger.Info("KV-event subscriber not reachable; redialling", slog.String("endpoint", p.endpoint),
+					slog.Duration("every", redialInterval), slog.Any("error", err))
+				failing = true
+			}
+			sleepCtx(ctx, redialInterval)
+			continue
+		}
+		failing = false
+		p.sock.set(pub)
+		if p.watch(ctx, pub) {
+			p.logger.Info("KV-event PUB connected", slog.String("endpoint", p.endpoint))
+			if !p.watchUntilGone(ctx, pub) {
+				return nil
+			}
+			p.logger.Info("KV-event subscriber gone; redialling", slog.String("endpoint", p.endpoint))
+		}
+		sleepCtx(ctx, redialInterval)
+	}
+	return nil
+}
+
+// watch waits up to subscribeGrace for pub's first subscription and reports whether it came.
+func (p *zmqKVPublisher) watch(ctx context.Context, pub zmq4.Socket) bool {
+	deadline := time.Now().Add(subscribeGrace)
+	for time.Now().Before(deadline) {
+		if hasTopics(pub) {
+			return true
+		}
+		if !sleepCtx(ctx, watchInterval) {
+			return false
+		}
+	}
+	return hasTopics(pub)
+}
+
+// watchUntilGone waits until pub has no subscription left (true) or ctx ends (false).
+func (p *zmqKVPublisher) watchUntilGone(ctx context.Context, pub zmq4.Socket) bool {
+	for hasTopics(pub) {
+		if !sleepCtx(ctx, watchInterval) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasTopics(s zmq4.Socket) bool {
+	t, ok := s.(zmq4.Topics)
+	return ok && len(t.Topics()) > 0
+}
+
+// sleepCtx waits d or until ctx ends, reporting whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// publish sends the pending events as batches of at most maxEventsPerBatch on the current
+// PUB socket.
+func (p *zmqKVPublisher) publish(seq *uint64) {
 	evs, skipped := p.queue.take()
 	*seq += uint64(skipped) // dropped events leave a seq gap subscribers can see
 	now := time.Now()
@@ -285,7 +404,7 @@ func (p *zmqKVPublisher) publish(pub zmq4.Socket, seq *uint64) {
 		binary.BigEndian.PutUint64(seqb[:], s)
 		// Buffered first, so a subscriber that saw the batch can always replay it.
 		p.remember(s, payload)
-		if err := pub.Send(zmq4.NewMsgFrom(p.topic, seqb[:], payload)); err != nil {
+		if err := p.sock.send(zmq4.NewMsgFrom(p.topic, seqb[:], payload)); err != nil {
 			p.logger.Warn("send KV batch", slog.Uint64("seq", s), slog.Any("error", err))
 		}
 		p.batches.Inc()

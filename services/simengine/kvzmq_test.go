@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -320,5 +321,58 @@ func TestKVEventsReconnect(t *testing.T) {
 	}
 	if st := m.batch.Events[0].Stored; st == nil || st.TokenIDs[0] != 9 && st.TokenIDs[0] != 5 {
 		t.Errorf("after the subscriber restarted: event %+v", m.batch.Events[0])
+	}
+}
+
+// TestKVEventsRedialAfterAFailedHandshake points a connecting sim at a port whose listener
+// completes the TCP connect and then drops it before the ZMTP greeting — what a subscriber
+// restarting on the same port does to a redial that hits its closing listener. The sim keeps
+// redialling (zmq4's own reconnect gave up for good on the first such handshake), so the real
+// subscriber that then binds the port gets the stream.
+func TestKVEventsRedialAfterAFailedHandshake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "tcp://" + ln.Addr().String()
+	dropped := make(chan struct{}, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			select {
+			case dropped <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	cfg := zmqConfig(KVEventsVLLM)
+	cfg.KVEventsEndpoint = endpoint
+	s, base := start(t, cfg)
+	for range 2 { // two handshakes failed: the sim dialled again after the first
+		select {
+		case <-dropped:
+		case <-ctx.Done():
+			t.Fatal("the sim stopped dialling after a failed handshake")
+		}
+	}
+	_ = ln.Close()
+	sub := zmq4.NewSub(ctx)
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Listen(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, s, 0)
+	post(t, base+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 1})
+	if m := receiveEvents(t, sub, 1)[0]; m.batch.Events[0].Stored == nil {
+		t.Errorf("first event %+v, want the stored block", m.batch.Events[0])
 	}
 }

@@ -93,7 +93,20 @@ type PolicyResult struct {
 	// Makespan is from the first arrival to the last finish, virtual time.
 	Makespan string `json:"makespan"`
 
+	// Runs are the requests' own outcomes in trace order (not in the report: tests/honesty
+	// compares them with the live stack's request by request).
+	Runs []RunOutcome `json:"-"`
+
 	ttfts []time.Duration // sorted, for the plots
+}
+
+// RunOutcome is one request of a policy's run.
+type RunOutcome struct {
+	// Engine is the index in the fleet of the engine that ran it, -1 when it was rejected.
+	Engine int
+	// Arrival is the request's (scaled) arrival; Queue, TTFT and E2E count from it.
+	Arrival, Queue, TTFT, E2E time.Duration
+	Prompt, Cached            int
 }
 
 func newReport(cfg Config, doc *config.Document, reqs []trace.Request) *Report {
@@ -114,13 +127,14 @@ func newReport(cfg Config, doc *config.Document, reqs []trace.Request) *Report {
 
 func (f *fleet) result() PolicyResult {
 	bs := f.engines[0].sim.Config().BlockSize
-	res := PolicyResult{Rejected: map[string]int{}, EngineShare: make([]float64, len(f.engines))}
+	res := PolicyResult{Rejected: map[string]int{}, EngineShare: make([]float64, len(f.engines)), Runs: make([]RunOutcome, len(f.records))}
 	var ttft, e2e, queue []time.Duration
 	var hit, blocks int
 	counts := make([]int, len(f.engines))
 	var end time.Duration
 	for i := range f.records {
 		r := &f.records[i]
+		res.Runs[i] = RunOutcome{Engine: r.engine, Arrival: r.arrival, Queue: r.queue, TTFT: r.ttft, E2E: r.e2e, Prompt: r.prompt, Cached: r.cached}
 		if r.rejected != "" {
 			res.Rejected[r.rejected]++
 			continue

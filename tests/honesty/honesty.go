@@ -8,13 +8,16 @@ package honesty
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/simengine"
-	"github.com/sluicehq/sluice/services/simengine/engine"
 	"github.com/sluicehq/sluice/services/simulate"
 	"github.com/sluicehq/sluice/tests/peer"
 )
@@ -65,8 +67,33 @@ type Outcome struct {
 	EngineTTFT50, EngineTTFT90 time.Duration
 	FirstErr                   string
 	MeanLag, MaxSendLag        time.Duration
-	WallTime, SetupTime        time.Duration
-	CachedTok, PromptTok       int64
+	// Transport50 (live only) is the median over requests of the client's TTFT less the
+	// engine's own: client → gateway → decider → engine and the first chunk back, which the
+	// simulation does not model (it is 0 there).
+	Transport50          time.Duration
+	WallTime, SetupTime  time.Duration
+	CachedTok, PromptTok int64
+	// Runs are the requests one by one, in the window's order (diagnose.go).
+	Runs []Run
+}
+
+// Run is one request's course on one side. Times count from the replay's start.
+type Run struct {
+	// Arrival is the scheduled arrival; Sent (live) when the client sent it; Submitted when the
+	// engine model got it (simulate: the arrival).
+	Arrival, Sent, Submitted time.Duration
+	// Engine is the engine that ran it ("" when it failed or was rejected).
+	Engine string
+	// Queue and Prefill are the engine's own times; TTFT is the client's (live) or arrival to
+	// first token (simulate); EngineTTFT is Submitted to the first token (Queue + Prefill).
+	Queue, Prefill, TTFT, EngineTTFT time.Duration
+	// Decode is the first token to the last (the engine's; simulate: its model's).
+	Decode         time.Duration
+	Prompt, Cached int
+	// Tokens is the prompt as the engine got it (live only; for diagnose's replays).
+	Tokens []uint32
+	// MaxTokens is the output length.
+	MaxTokens int
 }
 
 // Capped returns reqs with every output length capped at limit (> 0), as the live client
@@ -93,8 +120,17 @@ func Simulated(ctx context.Context, s Settings, reqs []trace.Request) (Outcome, 
 	}
 	p := rep.Policies[0]
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	return Outcome{Requests: len(reqs), Errors: len(reqs) - p.Served, BlockHitRate: p.BlockHitRate, TTFT50: ms(p.TTFTMs.P50),
-		TTFT90: ms(p.TTFTMs.P90), E2E50: ms(p.E2EMs.P50), WallTime: time.Since(t0)}, nil
+	out := Outcome{Requests: len(reqs), Errors: len(reqs) - p.Served, BlockHitRate: p.BlockHitRate, TTFT50: ms(p.TTFTMs.P50),
+		TTFT90: ms(p.TTFTMs.P90), E2E50: ms(p.E2EMs.P50), WallTime: time.Since(t0)}
+	for i, r := range p.Runs {
+		run := Run{Arrival: r.Arrival, Sent: r.Arrival, Submitted: r.Arrival, Queue: r.Queue, Prefill: r.TTFT - r.Queue, TTFT: r.TTFT,
+			EngineTTFT: r.TTFT, Decode: r.E2E - r.TTFT, Prompt: r.Prompt, Cached: r.Cached, MaxTokens: max(reqs[i].OutputTokens, 1)}
+		if r.Engine >= 0 {
+			run.Engine = rep.Engines[r.Engine]
+		}
+		out.Runs = append(out.Runs, run)
+	}
+	return out, nil
 }
 
 // Live starts a fresh stack, replays reqs (arrivals scaled, outputs capped) through its gateway
@@ -118,11 +154,20 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 			return Outcome{}, err
 		}
 	}
+	// Each request's prompt as the engine gets it identifies its generation (the probes' and
+	// any duplicate prompt's in arrival order).
+	byPrompt := map[uint64][]int{}
+	prompts := make([][]uint32, len(reqs))
+	for i, r := range reqs {
+		prompts[i] = simengine.Tokenize(peer.PromptText(r.TokenIDs(peer.Vocab)))
+		h := promptKey(prompts[i])
+		byPrompt[h] = append(byPrompt[h], i)
+	}
 	var mu sync.Mutex
-	var engineTTFT []time.Duration
-	onResult := func(r engine.Result) {
+	var gens []simengine.Generation
+	onResult := func(g simengine.Generation) {
 		mu.Lock()
-		engineTTFT = append(engineTTFT, r.QueueTime+r.PrefillTime)
+		gens = append(gens, g)
 		mu.Unlock()
 	}
 	st, err := startStack(ctx, logger, s, logDir, onResult)
@@ -135,11 +180,37 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 	}
 	setup := time.Since(t0)
 	mu.Lock()
-	engineTTFT = engineTTFT[:0] // the readiness probes
+	gens = gens[:0] // the readiness probes
 	mu.Unlock()
 	t1 := time.Now()
 	res := peer.Replay(ctx, peer.Options{URL: "http://" + st.gatewayAddr, Model: Model, Timeout: s.Timeout, PromptIDs: true, Bodies: bodies}, reqs, nil)
-	out := Outcome{Requests: len(res), SetupTime: setup, WallTime: time.Since(t1)}
+	st.saveMetrics(ctx, logDir)
+	out := Outcome{Requests: len(res), SetupTime: setup, WallTime: time.Since(t1), Runs: make([]Run, len(reqs))}
+	var engineTTFT, transport []time.Duration
+	mu.Lock()
+	slices.SortFunc(gens, func(a, b simengine.Generation) int { return a.Submitted.Compare(b.Submitted) })
+	for _, g := range gens {
+		k := promptKey(g.Prompt)
+		idx := byPrompt[k]
+		if len(idx) == 0 {
+			continue
+		}
+		i := idx[0]
+		byPrompt[k] = idx[1:]
+		out.Runs[i] = Run{Engine: g.EngineID, Submitted: g.Submitted.Sub(t1), Queue: g.QueueTime, Prefill: g.PrefillTime,
+			EngineTTFT: g.QueueTime + g.PrefillTime, Decode: g.Duration - g.QueueTime - g.PrefillTime, Prompt: g.PromptTokens, Cached: g.CachedTokens, Tokens: prompts[i]}
+		engineTTFT = append(engineTTFT, g.QueueTime+g.PrefillTime)
+	}
+	mu.Unlock()
+	for i, r := range reqs {
+		out.Runs[i].Arrival, out.Runs[i].MaxTokens = r.Arrival, max(r.OutputTokens, 1)
+		if i < len(res) {
+			out.Runs[i].Sent, out.Runs[i].TTFT = res[i].Sent, res[i].TTFT
+			if res[i].Err == nil && out.Runs[i].Engine != "" {
+				transport = append(transport, res[i].TTFT-out.Runs[i].EngineTTFT)
+			}
+		}
+	}
 	var hit, blocks int64
 	var ttft, e2e []time.Duration
 	var lag time.Duration
@@ -167,10 +238,20 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 		out.BlockHitRate = float64(hit) / float64(blocks)
 	}
 	out.TTFT50, out.TTFT90, out.E2E50 = peer.Quantile(ttft, 0.5), peer.Quantile(ttft, 0.9), peer.Quantile(e2e, 0.5)
-	mu.Lock()
 	out.EngineTTFT50, out.EngineTTFT90 = peer.Quantile(engineTTFT, 0.5), peer.Quantile(engineTTFT, 0.9)
-	mu.Unlock()
+	out.Transport50 = peer.Quantile(transport, 0.5)
 	return out, nil
+}
+
+// promptKey identifies a prompt (FNV-1a of its token ids).
+func promptKey(tokens []uint32) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint32(b[:], t)
+		_, _ = h.Write(b[:])
+	}
+	return h.Sum64()
 }
 
 // stack is one live sluice dev stack.
@@ -185,7 +266,7 @@ type stack struct {
 
 // startStack wires the processes as services/devstack does (one plain bucket of the policy over
 // Engines SGLang-flavoured simengines; enginelink in fleet mode), each on a loopback port.
-func startStack(ctx context.Context, logger *slog.Logger, s Settings, dir string, onResult func(engine.Result)) (*stack, error) {
+func startStack(ctx context.Context, logger *slog.Logger, s Settings, dir string, onResult func(simengine.Generation)) (*stack, error) {
 	broker, err := kafkadev.Start(ctx, logger.With(slog.String("component", "kafka")))
 	if err != nil {
 		return nil, err
@@ -266,6 +347,24 @@ func (st *stack) stop() {
 
 var quick = &http.Client{Timeout: 5 * time.Second}
 
+// saveMetrics keeps the gateway's and the decider's /metrics after a replay in dir (their
+// decide, upstream and first-byte latencies locate the transport's time); failures are ignored.
+func (st *stack) saveMetrics(ctx context.Context, dir string) {
+	for name, url := range map[string]string{"gateway": "http://" + st.gatewayAddr + "/metrics", "decider": "http://" + st.deciderHTTP + "/metrics"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			continue
+		}
+		resp, err := quick.Do(req)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = os.WriteFile(filepath.Join(dir, "metrics-"+name+".txt"), b, 0o644)
+	}
+}
+
 // ready waits for a completion through the gateway, then empties every engine's cache (the
 // probes left blocks) and gives the decider a moment to hear the clear and a load report.
 func (st *stack) ready(ctx context.Context) error {
@@ -343,8 +442,8 @@ func Compare(policy string, live, sim Outcome) Row {
 // Table writes the markdown comparison.
 func Table(w io.Writer, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("| policy | side | requests | errors | block hit rate | TTFT p50 ms | TTFT p90 ms | engine-side TTFT p50 / p90 ms | e2e p50 ms |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| policy | side | requests | errors | block hit rate | TTFT p50 ms | TTFT p90 ms | engine-side TTFT p50 / p90 ms | transport p50 ms | e2e p50 ms |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	mark := func(ok bool) string {
 		if ok {
@@ -357,14 +456,15 @@ func Table(w io.Writer, rows []Row) error {
 			name string
 			o    Outcome
 		}{{"live stack", r.Live}, {"sluice simulate", r.Sim}} {
-			eng := "—"
+			eng, tr := "—", "0 (not modelled)"
 			if side.o.EngineTTFT50 > 0 {
 				eng = ms(side.o.EngineTTFT50) + " / " + ms(side.o.EngineTTFT90)
+				tr = ms(side.o.Transport50)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.4f | %s | %s | %s | %s |\n", r.Policy, side.name, side.o.Requests, side.o.Errors,
-				side.o.BlockHitRate, ms(side.o.TTFT50), ms(side.o.TTFT90), eng, ms(side.o.E2E50))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.4f | %s | %s | %s | %s | %s |\n", r.Policy, side.name, side.o.Requests, side.o.Errors,
+				side.o.BlockHitRate, ms(side.o.TTFT50), ms(side.o.TTFT90), eng, tr, ms(side.o.E2E50))
 		}
-		fmt.Fprintf(&b, "| %s | simulate ÷ live − 1 | | | %+.1f %% (%s ±10 %%) | %+.1f %% (%s ±20 %%) | | p50 %+.1f %% (%s ±20 %%) | |\n", r.Policy,
+		fmt.Fprintf(&b, "| %s | simulate ÷ live − 1 | | | %+.1f %% (%s ±10 %%) | %+.1f %% (%s ±20 %%) | | p50 %+.1f %% (%s ±20 %%) | | |\n", r.Policy,
 			100*r.HitRel, mark(r.HitOK), 100*r.TTFT50Rel, mark(r.TTOK), 100*r.EngineRel, mark(r.EngineOK))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -46,8 +46,13 @@ func TestLiveAndSimulatedAgreeOnHits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("live %+v", live)
-	t.Logf("sim  %+v", sim)
+	for _, side := range []struct {
+		name string
+		o    Outcome
+	}{{"live", live}, {"sim ", sim}} {
+		t.Logf("%s: %d requests, %d errors, block hit rate %.4f, TTFT p50 %v p90 %v, engine-side p50 %v", side.name, side.o.Requests, side.o.Errors,
+			side.o.BlockHitRate, side.o.TTFT50, side.o.TTFT90, side.o.EngineTTFT50)
+	}
 	if live.Requests != len(reqs) || live.Errors != 0 || sim.Requests != len(reqs) || sim.Errors != 0 {
 		t.Fatalf("served: live %d of %d (%d errors, first %q), simulated %d (%d errors)", live.Requests-live.Errors, len(reqs), live.Errors,
 			live.FirstErr, sim.Requests-sim.Errors, sim.Errors)
@@ -64,6 +69,29 @@ func TestLiveAndSimulatedAgreeOnHits(t *testing.T) {
 	}
 	if live.EngineTTFT50 <= 0 {
 		t.Errorf("no engine-side TTFT recorded")
+	}
+	// Request by request: each live request is matched to the engine that ran it, and the engine
+	// model fed the live routing at the instants the engines got each request finds the same
+	// cached prefix for every one (the live engine runs the model).
+	replay := replayLive(live.Runs, func(r Run) time.Duration { return r.Submitted })
+	for i, r := range live.Runs {
+		if r.Engine == "" || r.Prompt != reqs[i].InputTokens || r.Tokens == nil {
+			t.Errorf("live request %d: engine %q, prompt %d tokens (want %d): not matched to its engine run", i, r.Engine, r.Prompt, reqs[i].InputTokens)
+			continue
+		}
+		if replay[i].Cached != r.Cached {
+			t.Errorf("request %d on %s: %d tokens cached live, %d in the model's replay of the live arrivals", i, r.Engine, r.Cached, replay[i].Cached)
+		}
+	}
+	if sim.Runs[0].Engine == "" || len(sim.Runs) != len(reqs) {
+		t.Errorf("simulated runs %+v: want one per request with its engine", sim.Runs[:min(len(sim.Runs), 2)])
+	}
+	var diag strings.Builder
+	Diagnose(&diag, s.Policy, live, sim)
+	for _, want := range []string{"same engine chosen", "| live engines |", "| model, live routing, trace arrivals |"} {
+		if !strings.Contains(diag.String(), want) {
+			t.Errorf("diagnosis lacks %q:\n%s", want, diag.String())
+		}
 	}
 }
 

@@ -133,6 +133,11 @@ type Engine struct {
 	mu    sync.Mutex
 	core  // the model's state and rules (model.go), guarded by mu
 	queue []*Run
+	// serverFreeAt is the model time the prefill server last became idle and fullUntil the
+	// model time a release last freed a slot of a full engine (guarded by mu): a queued request
+	// starts at the later of these and its arrival, not at the instant a goroutine woke up to
+	// notice (modelStart).
+	serverFreeAt, fullUntil time.Time
 }
 
 // New returns an idle engine with an empty cache.
@@ -203,9 +208,12 @@ type Run struct {
 	granted  bool
 	estimate int64 // uncached tokens estimated at Submit
 	kv       int64 // tokens this run holds in e.kvUsed
-	// Set by admitLocked: the cached prompt tokens and the prefill's duration.
-	cached  int
-	prefill time.Duration
+	// arrival is when the run reached the engine. Set by admitLocked: started, the model time
+	// the run took its slot and the prefill server; the cached prompt tokens and the prefill's
+	// duration.
+	arrival, started time.Time
+	cached           int
+	prefill          time.Duration
 
 	res Result
 	err error
@@ -247,11 +255,17 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Run, error) {
 // Wait blocks until every submitted run has ended.
 func (e *Engine) Wait() { e.runs.Wait() }
 
+// The run keeps to the model's schedule (Sim's): its prefill ends at its start + the prefill
+// time and output token i is due i time-per-tokens after the first, each waited for until that
+// instant, so a goroutine that wakes late does not push everything after it back (a sleep per
+// step would add every wake-up's delay, over a queue of prefills and over a whole decode).
 func (r *Run) run(ctx context.Context) {
 	e := r.e
 	clk := e.cfg.Clock
 	start := clk.Now()
+	r.arrival = start
 	r.res.PromptTokens = len(r.prompt)
+	finishAt := start // the model's end of the run, for the slot's release
 	defer func() {
 		r.res.Duration = clk.Now().Sub(start)
 		close(r.tokens)
@@ -261,25 +275,32 @@ func (r *Run) run(ctx context.Context) {
 		r.err = err
 		return
 	}
-	defer e.release(r)
-	r.res.QueueTime = clk.Now().Sub(start)
+	defer func() { e.release(r, finishAt) }()
+	r.res.QueueTime = r.started.Sub(start)
 
 	cached, prefill := r.cached, r.prefill // set when the slot was granted
 	uncached := len(r.prompt) - cached
 	r.res.CachedTokens = cached
 	r.res.PrefillTime = prefill
-	if err := clk.Sleep(ctx, prefill); err != nil {
+	first := r.started.Add(prefill)
+	finishAt = clk.Now()
+	if err := sleepUntil(ctx, clk, first); err != nil {
 		e.mu.Lock()
 		if r.hashes != nil {
 			e.abortPrefill()
+			e.serverFreeAt = laterOf(e.serverFreeAt, clk.Now())
 		}
 		e.startQueuedLocked()
 		e.mu.Unlock()
 		r.err = err
+		finishAt = clk.Now()
 		return
 	}
 	e.mu.Lock()
 	e.endPrefill(r.prompt, r.hashes, r.lora, r.salt, uncached, prefill)
+	if r.hashes != nil {
+		e.serverFreeAt = laterOf(e.serverFreeAt, first)
+	}
 	e.decoding++
 	e.startQueuedLocked()
 	e.mu.Unlock()
@@ -291,10 +312,12 @@ func (r *Run) run(ctx context.Context) {
 
 	tpot := e.tpot()
 	seed := promptHash(r.prompt)
+	finishAt = first.Add(time.Duration(r.maxTokens-1) * tpot)
 	for i := range r.maxTokens {
 		if i > 0 {
-			if err := clk.Sleep(ctx, tpot); err != nil {
+			if err := sleepUntil(ctx, clk, first.Add(time.Duration(i)*tpot)); err != nil {
 				r.err = err
+				finishAt = clk.Now()
 				return
 			}
 		}
@@ -332,11 +355,13 @@ func (e *Engine) acquire(ctx context.Context, r *Run) error {
 	e.mu.Lock()
 	if r.granted {
 		// Granted as the context ended: the prefill it began is abandoned.
+		now := e.cfg.Clock.Now()
 		if r.hashes != nil {
 			e.abortPrefill()
+			e.serverFreeAt = laterOf(e.serverFreeAt, now)
 		}
 		e.mu.Unlock()
-		e.release(r)
+		e.release(r, now)
 		return ctx.Err()
 	}
 	for i, q := range e.queue {
@@ -351,11 +376,42 @@ func (e *Engine) acquire(ctx context.Context, r *Run) error {
 }
 
 // admitLocked gives r a slot and the prefill server now: its prefix match happens here, as
-// Sim.start's does.
+// Sim.start's does; its model start is modelStart.
 func (e *Engine) admitLocked(r *Run) {
 	r.granted = true
+	r.started = e.modelStart(r)
 	r.kv = e.admit(len(r.prompt))
-	r.cached, r.prefill = e.beginPrefill(e.cfg.Clock.Now(), len(r.prompt), r.hashes)
+	r.cached, r.prefill = e.beginPrefill(r.started, len(r.prompt), r.hashes)
+}
+
+// modelStart is when the model starts r, which may start now: at its arrival, or when what it
+// waited for became free in model time — the prefill server (the end of the previous prefill)
+// or, on a full engine, a slot (the end of a run) — never later than now.
+func (e *Engine) modelStart(r *Run) time.Time {
+	at := r.arrival
+	if r.hashes != nil {
+		at = laterOf(at, e.serverFreeAt)
+	}
+	at = laterOf(at, e.fullUntil)
+	if now := e.cfg.Clock.Now(); at.After(now) {
+		at = now
+	}
+	return at
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// sleepUntil waits until the clock reads t (at once when it is past) or ctx ends.
+func sleepUntil(ctx context.Context, clk Clock, t time.Time) error {
+	if d := t.Sub(clk.Now()); d > 0 {
+		return clk.Sleep(ctx, d)
+	}
+	return ctx.Err()
 }
 
 // startQueuedLocked starts queued runs while the head may start.
@@ -370,10 +426,13 @@ func (e *Engine) startQueuedLocked() {
 	}
 }
 
-// release frees r's slot and hands it to the head of the queue.
-func (e *Engine) release(r *Run) {
+// release frees r's slot, which the model freed at at, and hands it to the head of the queue.
+func (e *Engine) release(r *Run, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.running >= e.cfg.MaxRunning {
+		e.fullUntil = laterOf(e.fullUntil, at)
+	}
 	e.core.release(r.kv)
 	r.kv = 0
 	e.startQueuedLocked()

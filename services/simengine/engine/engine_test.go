@@ -353,3 +353,147 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// gateClock is a virtual clock whose sleepers block until the test wakes them, at whatever
+// virtual time it sets: it plays a machine that wakes goroutines late.
+type gateClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	sleeps chan gateSleep
+}
+
+type gateSleep struct {
+	d    time.Duration
+	wake chan struct{}
+}
+
+func (c *gateClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *gateClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+func (c *gateClock) Sleep(ctx context.Context, d time.Duration) error {
+	s := gateSleep{d: d, wake: make(chan struct{})}
+	select {
+	case c.sleeps <- s:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// next waits for the next sleeper.
+func (c *gateClock) next(t *testing.T) gateSleep {
+	t.Helper()
+	select {
+	case s := <-c.sleeps:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no run went to sleep")
+		return gateSleep{}
+	}
+}
+
+// TestLateWakeupsKeepTheModelSchedule wakes every sleeping run 30 ms late. The runs still keep
+// the model's times: the request queued behind a prefill starts when that prefill ended in the
+// model, not when its goroutine woke, and a decode's tokens are due at the first token + i ×
+// the time per token, so one late wake-up never adds to the next (Sim's schedule, which
+// sluice simulate reports).
+func TestLateWakeupsKeepTheModelSchedule(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	clk := &gateClock{now: t0, sleeps: make(chan gateSleep)}
+	e, err := New(Config{Clock: clk, BlockSize: 4, PrefillTokensPerSec: 1000, DecodeMsPerToken: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const late = 30 * time.Millisecond
+	ctx := context.Background()
+	a, err := e.Submit(ctx, Request{TokenIDs: seq(1, 100), MaxTokens: 1}) // 100 ms of prefill
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := clk.next(t)
+	if sa.d != 100*time.Millisecond {
+		t.Fatalf("a's prefill sleep %v, want 100ms", sa.d)
+	}
+	b, err := e.Submit(ctx, Request{TokenIDs: seq(1000, 100), MaxTokens: 4}) // queues behind a's prefill
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e.Load().Waiting != 1 {
+		time.Sleep(time.Millisecond) // b's goroutine reaches the queue
+	}
+	clk.set(t0.Add(100*time.Millisecond + late))
+	close(sa.wake)
+	// b started at 100 ms in the model: its prefill ends at 200 ms, 70 ms after now.
+	sb := clk.next(t)
+	if want := 100*time.Millisecond - late; sb.d != want {
+		t.Errorf("b's prefill sleep %v, want %v (the model's end, 200 ms, less the 30 ms a woke late)", sb.d, want)
+	}
+	now := t0.Add(200*time.Millisecond + late)
+	clk.set(now)
+	close(sb.wake)
+	// Three more tokens, due at 220, 240, 260 ms, with every wake-up 30 ms late: a token whose
+	// time has passed goes out at once, and a sleep lasts until the next token's time.
+	dues := []time.Duration{220 * time.Millisecond, 240 * time.Millisecond, 260 * time.Millisecond}
+	for _, due := range dues {
+		d := t0.Add(due).Sub(now)
+		if d <= 0 {
+			continue // no sleep for it
+		}
+		s := clk.next(t)
+		if s.d != d {
+			t.Errorf("sleep %v for the token due at %v, want %v (now %v)", s.d, due, d, now.Sub(t0))
+		}
+		now = now.Add(s.d + late)
+		clk.set(now)
+		close(s.wake)
+	}
+	// Sleeps the model does not have (a sleep per step) are woken as late, so the runs end.
+	go func() {
+		for {
+			select {
+			case s := <-clk.sleeps:
+				now = now.Add(s.d + late)
+				clk.set(now)
+				close(s.wake)
+			case <-b.Done():
+				return
+			}
+		}
+	}()
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not end")
+	}
+	ra, err := a.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra.QueueTime != 0 || rb.QueueTime != 100*time.Millisecond || rb.PrefillTime != 100*time.Millisecond {
+		t.Errorf("a queued %v; b queued %v and prefilled %v: want 0, 100ms, 100ms (the model's)", ra.QueueTime, rb.QueueTime, rb.PrefillTime)
+	}
+	// Late wake-ups do not add up: b ends at 270 ms (its last sleep, until 240 ms, woke 30 ms
+	// late and the token due at 260 ms was then past), where a sleep per step would have
+	// ended it at 200 + 30 + 3 × (20 + 30) = 380 ms.
+	if want := 270 * time.Millisecond; rb.Duration != want {
+		t.Errorf("b's duration %v, want %v", rb.Duration, want)
+	}
+}

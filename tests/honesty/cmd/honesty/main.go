@@ -6,11 +6,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,11 +34,25 @@ func main() {
 	kvLag := flag.Duration("kv-lag", 100*time.Millisecond, "simulated KV-event lag (the live path's is what ZMQ → enginelink → Kafka → decider takes)")
 	out := flag.String("out", "", "markdown output file (also printed); empty = stdout only")
 	workDir := flag.String("work-dir", "", "logs of the live stacks (default: a new temp dir, kept)")
+	diagnose := flag.String("diagnose", "", "markdown file for the request-by-request comparison of each policy (honesty.Diagnose); empty = none")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (live stacks and simulation) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "honesty: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *tracePath, *from, *window, *speed, *engines, *policies, *maxTokens, *report, *kvLag, *out, *workDir); err != nil {
+	if err := run(ctx, *tracePath, *from, *window, *speed, *engines, *policies, *maxTokens, *report, *kvLag, *out, *workDir, *diagnose); err != nil {
 		fmt.Fprintln(os.Stderr, "honesty:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -45,7 +62,7 @@ func logf(format string, a ...any) {
 }
 
 func run(ctx context.Context, tracePath string, from, window time.Duration, speed float64, engines int, policies string, maxTokens int,
-	report, kvLag time.Duration, out, workDir string) error {
+	report, kvLag time.Duration, out, workDir, diagnose string) error {
 	all, err := trace.Read(tracePath)
 	if err != nil {
 		return err
@@ -65,16 +82,20 @@ func run(ctx context.Context, tracePath string, from, window time.Duration, spee
 	}
 	s := honesty.Settings{Engines: engines, MaxTokensCap: maxTokens, ReportInterval: report, KVLag: kvLag, Timeout: 5 * time.Minute}
 	var rows []honesty.Row
+	var diag bytes.Buffer
 	for p := range strings.SplitSeq(policies, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
 		s.Policy = p
 		logf("%s: live stack, %d requests over %v (logs in %s)", p, len(reqs), reqs[len(reqs)-1].Arrival.Round(time.Second), workDir)
+		c0 := cpuTime()
 		live, err := honesty.Live(ctx, s, reqs, filepath.Join(workDir, p))
 		if err != nil {
 			return fmt.Errorf("%s live: %w", p, err)
 		}
+		logf("  live stack CPU %v over %v (setup and replay; the load average was %s)", (cpuTime() - c0).Round(time.Millisecond),
+			(live.SetupTime + live.WallTime).Round(time.Millisecond), loadAvg())
 		logf("  live: %d errors (first: %s), block hit rate %.4f, TTFT p50 %v p90 %v (engine-side %v, %v); send lag mean %v max %v; setup %v",
 			live.Errors, live.FirstErr, live.BlockHitRate, live.TTFT50.Round(time.Millisecond), live.TTFT90.Round(time.Millisecond),
 			live.EngineTTFT50.Round(time.Millisecond), live.EngineTTFT90.Round(time.Millisecond),
@@ -86,6 +107,18 @@ func run(ctx context.Context, tracePath string, from, window time.Duration, spee
 		logf("  simulate: block hit rate %.4f, TTFT p50 %v p90 %v (took %v)", sim.BlockHitRate, sim.TTFT50.Round(time.Millisecond),
 			sim.TTFT90.Round(time.Millisecond), sim.WallTime.Round(time.Millisecond))
 		rows = append(rows, honesty.Compare(p, live, sim))
+		if diagnose != "" {
+			honesty.Diagnose(&diag, p, live, sim)
+			if err := writeRuns(filepath.Join(workDir, p), live, sim); err != nil {
+				return err
+			}
+		}
+	}
+	if diagnose != "" {
+		if err := os.WriteFile(diagnose, diag.Bytes(), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s (and runs-*.json in %s)", diagnose, workDir)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Trace `%s`, window [%v, %v), speed %g: %d requests over %v, outputs capped at %d tokens; %d engines (simengine defaults); "+
@@ -109,4 +142,43 @@ func run(ctx context.Context, tracePath string, from, window time.Duration, spee
 		logf("%v", err)
 	}
 	return nil
+}
+
+// writeRuns keeps both sides' requests as JSON (without the prompts) in dir.
+func writeRuns(dir string, live, sim honesty.Outcome) error {
+	for _, side := range []struct {
+		name string
+		o    honesty.Outcome
+	}{{"live", live}, {"sim", sim}} {
+		runs := slices.Clone(side.o.Runs)
+		for i := range runs {
+			runs[i].Tokens = nil
+		}
+		b, err := json.Marshal(runs)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "runs-"+side.name+".json"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cpuTime is the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAvg is the machine's 1-minute load average (/proc/loadavg), "?" where it cannot be read.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
