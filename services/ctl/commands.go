@@ -233,17 +233,26 @@ func runGet(ctx context.Context, c *cli, args []string) error {
 	return usagef("get %q: want buckets, engines, shards or config", args[0])
 }
 
+// configInForce fetches the configuration in force and parses its document.
+func (c *cli) configInForce(ctx context.Context) (*connect.Response[sluicev1.GetConfigResponse], *config.Document, error) {
+	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
+	}
+	return resp, doc, nil
+}
+
 // getConfig prints the configuration document in force in the form apply -f reads: YAML
 // (the default and -o yaml) headed by a comment naming the version, or the JSON document
 // (-o json).
 func (c *cli) getConfig(ctx context.Context) error {
-	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	resp, doc, err := c.configInForce(ctx)
 	if err != nil {
 		return err
-	}
-	doc, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
-	if err != nil {
-		return fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
 	}
 	format := config.FormatYAML
 	if c.output == "json" {
@@ -265,13 +274,9 @@ func (c *cli) getConfig(ctx context.Context) error {
 // travel on, then the models the document's workers serve that no shard lists (the unsharded
 // deciders serve them). -o json/yaml prints the shards list as the document holds it.
 func (c *cli) getShards(ctx context.Context) error {
-	resp, err := c.client().GetConfig(ctx, connect.NewRequest(&sluicev1.GetConfigRequest{}))
+	resp, doc, err := c.configInForce(ctx)
 	if err != nil {
 		return err
-	}
-	doc, err := config.Parse([]byte(resp.Msg.GetDocumentJson()), config.FormatJSON)
-	if err != nil {
-		return fmt.Errorf("server configuration version %d: %w", resp.Msg.GetVersion(), err)
 	}
 	if c.output == "json" || c.output == "yaml" {
 		shards := doc.Shards

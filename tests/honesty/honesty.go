@@ -8,10 +8,8 @@ package honesty
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/services/enginelink"
 	"github.com/sluicehq/sluice/services/gateway"
 	"github.com/sluicehq/sluice/services/simengine"
+	"github.com/sluicehq/sluice/services/simengine/engine"
 	"github.com/sluicehq/sluice/services/simulate"
 	"github.com/sluicehq/sluice/tests/peer"
 )
@@ -160,7 +159,7 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 	prompts := make([][]uint32, len(reqs))
 	for i, r := range reqs {
 		prompts[i] = simengine.Tokenize(peer.PromptText(r.TokenIDs(peer.Vocab)))
-		h := promptKey(prompts[i])
+		h := engine.PromptHash(prompts[i])
 		byPrompt[h] = append(byPrompt[h], i)
 	}
 	var mu sync.Mutex
@@ -190,7 +189,7 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 	mu.Lock()
 	slices.SortFunc(gens, func(a, b simengine.Generation) int { return a.Submitted.Compare(b.Submitted) })
 	for _, g := range gens {
-		k := promptKey(g.Prompt)
+		k := engine.PromptHash(g.Prompt)
 		idx := byPrompt[k]
 		if len(idx) == 0 {
 			continue
@@ -243,16 +242,6 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 	return out, nil
 }
 
-// promptKey identifies a prompt (FNV-1a of its token ids).
-func promptKey(tokens []uint32) uint64 {
-	h := fnv.New64a()
-	var b [4]byte
-	for _, t := range tokens {
-		binary.LittleEndian.PutUint32(b[:], t)
-		_, _ = h.Write(b[:])
-	}
-	return h.Sum64()
-}
 
 // stack is one live sluice dev stack.
 type stack struct {

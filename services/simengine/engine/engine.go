@@ -311,7 +311,7 @@ func (r *Run) run(ctx context.Context) {
 	}()
 
 	tpot := e.tpot()
-	seed := promptHash(r.prompt)
+	seed := PromptHash(r.prompt)
 	finishAt = first.Add(time.Duration(r.maxTokens-1) * tpot)
 	for i := range r.maxTokens {
 		if i > 0 {
@@ -490,7 +490,9 @@ func (e *Engine) CachedPrefixIn(tokens []uint32, lora, salt string) int {
 	return e.cachedPrefix(h)
 }
 
-func promptHash(tokens []uint32) uint64 {
+// PromptHash is the FNV-1a hash of a prompt's token ids: the seed of the engine's generated
+// text, and how a harness that sees both sides (tests/honesty) tells prompts apart.
+func PromptHash(tokens []uint32) uint64 {
 	h := fnv.New64a()
 	var b [4]byte
 	for _, t := range tokens {
