@@ -10,12 +10,12 @@ package inflight
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,14 +55,18 @@ type Tracker struct {
 	slots *slots.Table
 	cfg   Config
 	now   func() time.Time
-	seed  maphash.Seed
+	// base is the clock reading at New; a lease record keeps its expiry as the time since
+	// base (so comparisons use the monotonic clock, as time.Time's do, when the clock has one).
+	base time.Time
+	// ids draws lease ids: a pool of ChaCha8 generators, each seeded from crypto/rand.
+	ids sync.Pool
 
 	mu      sync.Mutex                // serialises growth of engines
 	engines atomic.Pointer[[]*engine] // by slot; grown copy-on-write under mu
 
-	shards  [numShards]shard
-	leases  atomic.Int64
-	expired atomic.Uint64
+	shards   [numShards]shard
+	leases   atomic.Int64
+	expiredN atomic.Uint64
 }
 
 // engine is the per-slot state.
@@ -94,16 +98,28 @@ func (e *engine) recordDispatch(ns int64) {
 }
 
 // shard is one part of the lease map.
+//
+// The map holds no pointers (key and record are plain values), so the garbage collector never
+// scans it however many leases are live, and a lease costs no allocation of its own: a decider
+// whose callers do not release, or release late, keeps hundreds of thousands of leases.
 type shard struct {
 	mu sync.Mutex
-	m  map[string]*lease
-	_  [40]byte // keep neighbouring shards' locks off one cache line
+	m  map[leaseKey]record
+	// more holds the slots of the leases with more than len(record.inline) engines.
+	more map[leaseKey][]slots.Slot
+	_    [40]byte // keep neighbouring shards' locks off one cache line
 }
 
-// lease is the tracker's own record of a lease.
-type lease struct {
-	expires time.Time
-	slots   []slots.Slot
+// leaseKey is a lease id's 128 bits.
+type leaseKey [16]byte
+
+// record is the tracker's own record of a lease.
+type record struct {
+	// expires is the lease's expiry as the time since Tracker.base, in nanoseconds.
+	expires int64
+	// n is the number of slots; up to len(inline) they are in inline, beyond in shard.more.
+	n      uint32
+	inline [2]slots.Slot
 }
 
 // New returns a tracker for engines whose slots come from t. now is the
@@ -119,9 +135,14 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 	if now == nil {
 		now = time.Now
 	}
-	tr := &Tracker{slots: t, cfg: cfg.withDefaults(), now: now, seed: maphash.MakeSeed()}
+	tr := &Tracker{slots: t, cfg: cfg.withDefaults(), now: now, base: now()}
+	tr.ids.New = func() any {
+		var seed [32]byte
+		crand.Read(seed[:]) // never fails (crypto/rand, Go 1.24+)
+		return rand.NewChaCha8(seed)
+	}
 	for i := range tr.shards {
-		tr.shards[i].m = map[string]*lease{}
+		tr.shards[i].m = map[leaseKey]record{}
 	}
 	tr.engines.Store(&[]*engine{})
 	return tr, nil
@@ -132,6 +153,13 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 // ErrNoEngines, ErrUnknownSlot (wrapped, naming the slot) or
 // ErrTooManyLeases, counting nothing. An engine listed twice counts twice.
 func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
+	return t.AcquireAt(t.now(), engines...)
+}
+
+// AcquireAt is Acquire at now, a reading of the tracker's clock the caller already took
+// (Decide reads the clock once per call): the dispatch times are now and the lease expires
+// LeaseTTL after it.
+func (t *Tracker) AcquireAt(now time.Time, engines ...slots.Slot) (Lease, error) {
 	if len(engines) == 0 {
 		return Lease{}, ErrNoEngines
 	}
@@ -145,25 +173,37 @@ func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
 		t.leases.Add(-1)
 		return Lease{}, ErrTooManyLeases
 	}
-	now := t.now()
 	ns := unixNanos(now)
-	rec := &lease{expires: now.Add(t.cfg.LeaseTTL), slots: slices.Clone(engines)}
-	for _, s := range rec.slots {
+	expires := now.Add(t.cfg.LeaseTTL)
+	rec := record{expires: int64(expires.Sub(t.base)), n: uint32(len(engines))}
+	var more []slots.Slot
+	if len(engines) > len(rec.inline) {
+		more = slices.Clone(engines)
+	} else {
+		copy(rec.inline[:], engines)
+	}
+	for _, s := range engines {
 		e := t.engine(s)
 		e.inflight.Add(1)
 		e.recordDispatch(ns)
 	}
 	for {
-		id := newID()
-		sh := t.shard(id)
+		key := t.newKey()
+		sh := t.shard(key)
 		sh.mu.Lock()
-		if _, taken := sh.m[id]; taken {
+		if _, taken := sh.m[key]; taken {
 			sh.mu.Unlock()
 			continue // 2^-128 per pair of live leases; never in practice
 		}
-		sh.m[id] = rec
+		sh.m[key] = rec
+		if more != nil {
+			if sh.more == nil {
+				sh.more = map[leaseKey][]slots.Slot{}
+			}
+			sh.more[key] = more
+		}
 		sh.mu.Unlock()
-		return Lease{ID: id, Expires: rec.expires, Slots: slices.Clone(rec.slots)}, nil
+		return Lease{ID: key.String(), Expires: expires, Slots: slices.Clone(engines)}, nil
 	}
 }
 
@@ -174,27 +214,49 @@ func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
 // before the sweeper reached it is expired (counted in Expired) and reported
 // as false, as it would have been a moment later.
 func (t *Tracker) Release(id string) (Lease, bool) {
-	sh := t.shard(id)
+	key, ok := parseKey(id)
+	if !ok {
+		return Lease{}, false // not an id Acquire issues
+	}
+	sh := t.shard(key)
 	sh.mu.Lock()
-	rec, ok := sh.m[id]
+	rec, ok := sh.m[key]
+	var ss []slots.Slot
 	if ok {
-		delete(sh.m, id)
+		delete(sh.m, key)
+		ss = sh.takeSlots(key, &rec)
 	}
 	sh.mu.Unlock()
 	if !ok {
 		return Lease{}, false
 	}
-	t.end(rec)
-	if t.now().After(rec.expires) {
-		t.expired.Add(1)
+	t.end(ss)
+	if t.expired(rec, t.now()) {
+		t.expiredN.Add(1)
 		return Lease{}, false
 	}
-	return Lease{ID: id, Expires: rec.expires, Slots: rec.slots}, true
+	return Lease{ID: id, Expires: t.base.Add(time.Duration(rec.expires)), Slots: ss}, true
+}
+
+// takeSlots returns the slots of the lease key with record rec, removing them from more if
+// they are kept there; the caller holds sh.mu.
+func (sh *shard) takeSlots(key leaseKey, rec *record) []slots.Slot {
+	if int(rec.n) <= len(rec.inline) {
+		return slices.Clone(rec.inline[:rec.n])
+	}
+	ss := sh.more[key]
+	delete(sh.more, key)
+	return ss
+}
+
+// expired reports whether a lease with record rec is past its expiry at now.
+func (t *Tracker) expired(rec record, now time.Time) bool {
+	return now.Sub(t.base) > time.Duration(rec.expires)
 }
 
 // end undoes the counting of a lease already removed from its shard.
-func (t *Tracker) end(rec *lease) {
-	for _, s := range rec.slots {
+func (t *Tracker) end(ss []slots.Slot) {
+	for _, s := range ss {
 		t.engine(s).inflight.Add(-1)
 	}
 	t.leases.Add(-1)
@@ -265,7 +327,7 @@ func (t *Tracker) ForgetEngine(s slots.Slot) {
 func (t *Tracker) Leases() int { return int(t.leases.Load()) }
 
 // Expired returns how many leases have expired unreleased since New.
-func (t *Tracker) Expired() uint64 { return t.expired.Load() }
+func (t *Tracker) Expired() uint64 { return t.expiredN.Load() }
 
 // Run expires leases past their TTL every SweepInterval, decrementing their
 // engines as Release would, until ctx is done; it then returns ctx.Err().
@@ -285,31 +347,32 @@ func (t *Tracker) Run(ctx context.Context) error {
 // sweep expires every lease whose Expires is before now and returns how
 // many it expired.
 func (t *Tracker) sweep(now time.Time) int {
-	var done []*lease
+	var done [][]slots.Slot
 	n := 0
 	for i := range t.shards {
 		sh := &t.shards[i]
 		done = done[:0]
 		sh.mu.Lock()
-		for id, rec := range sh.m {
-			if now.After(rec.expires) {
-				delete(sh.m, id)
-				done = append(done, rec)
+		for key, rec := range sh.m {
+			if t.expired(rec, now) {
+				delete(sh.m, key)
+				done = append(done, sh.takeSlots(key, &rec))
 			}
 		}
 		sh.mu.Unlock()
-		for _, rec := range done {
-			t.end(rec)
+		for _, ss := range done {
+			t.end(ss)
 		}
-		t.expired.Add(uint64(len(done)))
+		t.expiredN.Add(uint64(len(done)))
 		n += len(done)
 	}
 	return n
 }
 
-// shard returns the lease shard of id.
-func (t *Tracker) shard(id string) *shard {
-	return &t.shards[maphash.String(t.seed, id)&(numShards-1)]
+// shard returns the lease shard of key. Keys are uniformly random, so their first byte
+// spreads them evenly.
+func (t *Tracker) shard(key leaseKey) *shard {
+	return &t.shards[key[0]&(numShards-1)]
 }
 
 // engine returns slot s's state, growing the per-slot slice if needed.
@@ -332,13 +395,56 @@ func (t *Tracker) engine(s slots.Slot) *engine {
 	return grown[s]
 }
 
-// newID returns 128 random bits in hex.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+// newKey returns 128 random bits from a ChaCha8 generator of the pool (a cryptographically
+// strong generator, seeded from crypto/rand; a crypto/rand read per lease cost more than the
+// rest of Acquire).
+func (t *Tracker) newKey() leaseKey {
+	g := t.ids.Get().(*rand.ChaCha8)
+	var k leaseKey
+	binary.LittleEndian.PutUint64(k[:8], g.Uint64())
+	binary.LittleEndian.PutUint64(k[8:], g.Uint64())
+	t.ids.Put(g)
+	return k
+}
+
+const hexDigits = "0123456789abcdef"
+
+// String is the key as the lease id: 32 lowercase hex digits.
+func (k leaseKey) String() string {
 	var h [32]byte
-	hex.Encode(h[:], b[:])
+	for i, b := range k {
+		h[2*i], h[2*i+1] = hexDigits[b>>4], hexDigits[b&0x0f]
+	}
 	return string(h[:])
+}
+
+// parseKey is the inverse of leaseKey.String; it accepts exactly the ids String writes (32
+// lowercase hex digits), so an id that differs from an issued one in any way, case included,
+// names no lease.
+func parseKey(id string) (leaseKey, bool) {
+	var k leaseKey
+	if len(id) != 2*len(k) {
+		return k, false
+	}
+	for i := range k {
+		hi, ok1 := fromHex(id[2*i])
+		lo, ok2 := fromHex(id[2*i+1])
+		if !ok1 || !ok2 {
+			return k, false
+		}
+		k[i] = hi<<4 | lo
+	}
+	return k, true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // Bounds of the times representable in int64 Unix nanoseconds.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,8 @@ func TestAcquireRelease(t *testing.T) {
 			wantAcquired: []int64{2, 0, 0}, wantFinal: []int64{1, 0, 0}, wantReleased: []bool{true, false}},
 		{name: "same engine twice counts twice", acquire: [][]slots.Slot{{2, 2}}, release: []int{0},
 			wantAcquired: []int64{0, 0, 2}, wantFinal: []int64{0, 0, 0}, wantReleased: []bool{true}},
+		{name: "more engines than a record holds inline", acquire: [][]slots.Slot{{0, 1, 2, 2}, {1}}, release: []int{0, 0},
+			wantAcquired: []int64{1, 2, 2}, wantFinal: []int64{0, 1, 0}, wantReleased: []bool{true, false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,6 +196,46 @@ func TestLeaseIDs(t *testing.T) {
 	}
 	if _, ok := tr.Release("not-a-lease"); ok {
 		t.Error("Release of an unknown id = true")
+	}
+	// Only the id exactly as issued releases: not in upper case, not truncated, not extended.
+	l, err := tr.Acquire(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{strings.ToUpper(l.ID), l.ID[:31], l.ID + "0", "", strings.Repeat("g", 32)} {
+		if _, ok := tr.Release(id); ok {
+			t.Errorf("Release(%q) of lease %q = true", id, l.ID)
+		}
+	}
+	if _, ok := tr.Release(l.ID); !ok {
+		t.Errorf("Release(%q) = false after the near misses", l.ID)
+	}
+}
+
+// TestExpiryManyEngines sweeps a lease whose slots do not fit its record: every engine is
+// counted down once.
+func TestExpiryManyEngines(t *testing.T) {
+	t.Parallel()
+	tr, clk := newTracker(t, Config{LeaseTTL: time.Minute})
+	l, err := tr.Acquire(0, 1, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.sweep(t0.Add(time.Minute)); got != 0 {
+		t.Errorf("sweep at expiry = %d, want 0", got)
+	}
+	if got := tr.sweep(t0.Add(time.Minute + 1)); got != 1 {
+		t.Errorf("sweep after expiry = %d, want 1", got)
+	}
+	if diff := cmp.Diff([]int64{0, 0, 0}, inflight(tr)); diff != "" {
+		t.Errorf("InFlight after sweep mismatch (-want +got):\n%s", diff)
+	}
+	clk.Advance(time.Second)
+	if _, ok := tr.Release(l.ID); ok {
+		t.Error("Release after sweep = true")
+	}
+	if tr.Expired() != 1 || tr.Leases() != 0 {
+		t.Errorf("Expired() = %d, Leases() = %d; want 1, 0", tr.Expired(), tr.Leases())
 	}
 }
 
@@ -456,8 +499,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkNewID(b *testing.B) {
+	tr, _ := newTracker(b, Config{})
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = newID()
+		_ = tr.newKey().String()
 	}
 }
