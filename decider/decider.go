@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/config"
@@ -122,6 +123,11 @@ func (d *Decider) ConfigVersion() int64 {
 	return 0
 }
 
+// Now reads the decider's clock: its load table's, which its leases share. A caller that
+// times a Decide can pass the reading on as the request's Now, so the call reads the clock
+// once.
+func (d *Decider) Now() time.Time { return d.deps.Load.Snapshot().Now() }
+
 // Release frees a lease's in-flight accounting and returns the ids of the engines it held. It
 // reports false for an unknown, expired or already released lease; releasing twice never
 // double-counts.
@@ -168,6 +174,9 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	}
 	if err := d.validate(&req); err != nil {
 		return Decision{}, err
+	}
+	if req.Now.IsZero() {
+		req.Now = d.Now()
 	}
 	if req.HasTTFTTarget && rt.ttft != nil {
 		if err := rt.ttft.checkTarget(req.TTFTTargetMillis); err != nil {
@@ -224,7 +233,7 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 			ex.end("picked")
 			dec.ConfigVersion = rt.version
 			if !req.DryRun {
-				if dec.Lease, err = d.acquire(&dec); err != nil {
+				if dec.Lease, err = d.acquire(&dec, req.Now); err != nil {
 					return Decision{}, err
 				}
 			}
@@ -280,13 +289,13 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	return Decision{}, e
 }
 
-func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
+func (d *Decider) acquire(dec *Decision, now time.Time) (inflight.Lease, error) {
 	var l inflight.Lease
 	var err error
 	if dec.PD {
-		l, err = d.leases.Acquire(dec.Prefill.Engine.Slot, dec.Decode.Engine.Slot)
+		l, err = d.leases.AcquireAt(now, dec.Prefill.Engine.Slot, dec.Decode.Engine.Slot)
 	} else {
-		l, err = d.leases.Acquire(dec.Plain.Engine.Slot)
+		l, err = d.leases.AcquireAt(now, dec.Plain.Engine.Slot)
 	}
 	if err != nil {
 		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}

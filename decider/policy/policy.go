@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/state/registry"
 )
@@ -78,6 +79,11 @@ type Request struct {
 	// ttft_slo.max_target_ms); otherwise it is ignored. Policies do not read it.
 	TTFTTargetMillis float64
 	HasTTFTTarget    bool
+	// Now is the decision's clock reading: every load snapshot of the call is judged at it and
+	// its lease starts at it, so a Decide reads the clock once (a clock read costs more than a
+	// pick on some machines). The decider sets it when the caller leaves it zero; a policy
+	// called with it zero reads the load table's clock.
+	Now time.Time
 
 	// Stage is the role of the group being asked: plain, prefill or decode (attempt field).
 	Stage registry.Role
