@@ -104,17 +104,25 @@ func (e *engine) recordDispatch(ns int64) {
 // whose callers do not release, or release late, keeps hundreds of thousands of leases.
 type shard struct {
 	mu sync.Mutex
-	m  map[leaseKey]record
+	// m is keyed by the first 64 bits of the lease id (a map of uint64 keys is the fastest
+	// Go has); the record holds the other 64.
+	m map[uint64]record
 	// more holds the slots of the leases with more than len(record.inline) engines.
-	more map[leaseKey][]slots.Slot
+	more map[uint64][]slots.Slot
 	_    [40]byte // keep neighbouring shards' locks off one cache line
 }
 
 // leaseKey is a lease id's 128 bits.
 type leaseKey [16]byte
 
+// hi and lo are the key's first and last 64 bits.
+func (k leaseKey) hi() uint64 { return binary.BigEndian.Uint64(k[:8]) }
+func (k leaseKey) lo() uint64 { return binary.BigEndian.Uint64(k[8:]) }
+
 // record is the tracker's own record of a lease.
 type record struct {
+	// lo is the last 64 bits of the lease id (the map key is the first 64).
+	lo uint64
 	// expires is the lease's expiry as the time since Tracker.base, in nanoseconds.
 	expires int64
 	// n is the number of slots; up to len(inline) they are in inline, beyond in shard.more.
@@ -142,7 +150,7 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 		return rand.NewChaCha8(seed)
 	}
 	for i := range tr.shards {
-		tr.shards[i].m = map[leaseKey]record{}
+		tr.shards[i].m = map[uint64]record{}
 	}
 	tr.engines.Store(&[]*engine{})
 	return tr, nil
@@ -189,18 +197,20 @@ func (t *Tracker) AcquireAt(now time.Time, engines ...slots.Slot) (Lease, error)
 	}
 	for {
 		key := t.newKey()
+		hi := key.hi()
+		rec.lo = key.lo()
 		sh := t.shard(key)
 		sh.mu.Lock()
-		if _, taken := sh.m[key]; taken {
+		if _, taken := sh.m[hi]; taken {
 			sh.mu.Unlock()
-			continue // 2^-128 per pair of live leases; never in practice
+			continue // 2^-64 per pair of live leases; draw another id
 		}
-		sh.m[key] = rec
+		sh.m[hi] = rec
 		if more != nil {
 			if sh.more == nil {
-				sh.more = map[leaseKey][]slots.Slot{}
+				sh.more = map[uint64][]slots.Slot{}
 			}
-			sh.more[key] = more
+			sh.more[hi] = more
 		}
 		sh.mu.Unlock()
 		return Lease{ID: key.String(), Expires: expires, Slots: slices.Clone(engines)}, nil
@@ -219,12 +229,14 @@ func (t *Tracker) Release(id string) (Lease, bool) {
 		return Lease{}, false // not an id Acquire issues
 	}
 	sh := t.shard(key)
+	hi := key.hi()
 	sh.mu.Lock()
-	rec, ok := sh.m[key]
+	rec, ok := sh.m[hi]
+	ok = ok && rec.lo == key.lo() // the same first half is another lease's
 	var ss []slots.Slot
 	if ok {
-		delete(sh.m, key)
-		ss = sh.takeSlots(key, &rec)
+		delete(sh.m, hi)
+		ss = sh.takeSlots(hi, &rec)
 	}
 	sh.mu.Unlock()
 	if !ok {
@@ -238,14 +250,14 @@ func (t *Tracker) Release(id string) (Lease, bool) {
 	return Lease{ID: id, Expires: t.base.Add(time.Duration(rec.expires)), Slots: ss}, true
 }
 
-// takeSlots returns the slots of the lease key with record rec, removing them from more if
+// takeSlots returns the slots of the lease keyed hi with record rec, removing them from more if
 // they are kept there; the caller holds sh.mu.
-func (sh *shard) takeSlots(key leaseKey, rec *record) []slots.Slot {
+func (sh *shard) takeSlots(hi uint64, rec *record) []slots.Slot {
 	if int(rec.n) <= len(rec.inline) {
 		return slices.Clone(rec.inline[:rec.n])
 	}
-	ss := sh.more[key]
-	delete(sh.more, key)
+	ss := sh.more[hi]
+	delete(sh.more, hi)
 	return ss
 }
 
@@ -275,9 +287,10 @@ func (t *Tracker) InFlight(s slots.Slot) int64 {
 // DispatchesSince returns how many of the engine's recent dispatches
 // (Acquires) happened strictly after since. Only the last DispatchWindow
 // dispatches are remembered, so the count saturates there. It scans back
-// from the newest dispatch and stops at the first one not after since, so
-// its cost grows with the count, not the window. It is lock-free and does
-// not allocate.
+// from the newest dispatch and stops at the first one not after since; past
+// linearScan dispatches it bisects the rest of the window (the ring is
+// sorted), so its cost grows with the count up to linearScan and with the
+// window's logarithm beyond. It is lock-free and does not allocate.
 func (t *Tracker) DispatchesSince(s slots.Slot, since time.Time) int64 {
 	es := *t.engines.Load()
 	if int64(s) >= int64(len(es)) {
@@ -286,22 +299,52 @@ func (t *Tracker) DispatchesSince(s slots.Slot, since time.Time) int64 {
 	e := es[s]
 	after := unixNanos(since)
 	next := e.next.Load()
-	w := uint64(len(e.ring))
 	if next == 0 {
 		return 0
 	}
-	idx := (next - 1) % w
+	w := uint64(len(e.ring))
+	size := min(next, w)
+	// isAfter reports whether the dispatch age places before the newest (0 = the newest) is
+	// after since; it is true for the ages below the count and false from there on.
+	isAfter := func(age uint64) bool {
+		ts := e.ring[(next-1-age)%w].Load()
+		return ts != 0 && ts > after
+	}
+	for age := range min(size, linearScan) {
+		if !isAfter(age) {
+			return int64(age) // the ring is sorted: everything older is not after either
+		}
+	}
+	lo, hi := min(size, linearScan), size // isAfter(lo-1); the count is in [lo, hi]
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; isAfter(mid) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if e.next.Load() != next {
+		// Dispatches recorded meanwhile overwrote the oldest entries, which the bisection may
+		// have read: count again from the newest, which stops at the first entry not after.
+		return e.countBack(next, size, after)
+	}
+	return int64(lo)
+}
+
+// linearScan is how many dispatches DispatchesSince reads one by one before it bisects.
+const linearScan = 8
+
+// countBack counts the dispatches after after, from the newest of the first next recorded
+// back through size of them, stopping at the first not after.
+func (e *engine) countBack(next, size uint64, after int64) int64 {
+	w := uint64(len(e.ring))
 	var n int64
-	for range min(next, w) {
-		ts := e.ring[idx].Load()
+	for age := range size {
+		ts := e.ring[(next-1-age)%w].Load()
 		if ts == 0 || ts <= after {
-			break // the ring is sorted: everything older is not after either
+			break
 		}
 		n++
-		if idx == 0 {
-			idx = w
-		}
-		idx--
 	}
 	return n
 }
@@ -353,10 +396,10 @@ func (t *Tracker) sweep(now time.Time) int {
 		sh := &t.shards[i]
 		done = done[:0]
 		sh.mu.Lock()
-		for key, rec := range sh.m {
+		for hi, rec := range sh.m {
 			if t.expired(rec, now) {
-				delete(sh.m, key)
-				done = append(done, sh.takeSlots(key, &rec))
+				delete(sh.m, hi)
+				done = append(done, sh.takeSlots(hi, &rec))
 			}
 		}
 		sh.mu.Unlock()

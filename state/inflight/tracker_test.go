@@ -202,7 +202,9 @@ func TestLeaseIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{strings.ToUpper(l.ID), l.ID[:31], l.ID + "0", "", strings.Repeat("g", 32)} {
+	// The same first 64 bits with other last ones: the table's key matches, the id does not.
+	otherLast := l.ID[:31] + map[bool]string{true: "1", false: "0"}[l.ID[31] == '0']
+	for _, id := range []string{strings.ToUpper(l.ID), l.ID[:31], l.ID + "0", "", strings.Repeat("g", 32), otherLast} {
 		if _, ok := tr.Release(id); ok {
 			t.Errorf("Release(%q) of lease %q = true", id, l.ID)
 		}
@@ -503,5 +505,41 @@ func BenchmarkNewID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = tr.newKey().String()
+	}
+}
+
+// TestDispatchesSinceBisects checks every bound against every history length for windows
+// below, at and above the linear part of the count (which then bisects), with repeated times.
+func TestDispatchesSinceBisects(t *testing.T) {
+	t.Parallel()
+	for _, window := range []int{1, 3, linearScan, linearScan + 1, 64, 100} {
+		for _, dispatches := range []int{0, 1, linearScan - 1, linearScan, linearScan + 1, window - 1, window, window + 1, 2*window + 3, 150} {
+			if dispatches < 0 {
+				continue
+			}
+			tr, clk := newTracker(t, Config{DispatchWindow: window})
+			var at []time.Time // each dispatch time; two dispatches at each instant
+			for i := range dispatches {
+				if i%2 == 0 {
+					clk.Advance(time.Nanosecond)
+				}
+				at = append(at, clk.Now())
+				if _, err := tr.Acquire(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := at[max(0, len(at)-window):]
+			for since := t0.Add(-1); !since.After(clk.Now()); since = since.Add(time.Nanosecond) {
+				var want int64
+				for _, ts := range kept {
+					if ts.After(since) {
+						want++
+					}
+				}
+				if got := tr.DispatchesSince(0, since); got != want {
+					t.Errorf("window %d, %d dispatches: DispatchesSince(+%v) = %d, want %d", window, dispatches, since.Sub(t0), got, want)
+				}
+			}
+		}
 	}
 }
