@@ -97,32 +97,49 @@ func (e *engine) recordDispatch(ns int64) {
 	e.mu.Unlock()
 }
 
-// shard is one part of the lease map.
+// shard is one part of the lease table: a slab of lease records and the list of its free
+// entries. A lease id names its shard and entry, so Acquire and Release index an array (no
+// hashing, no probing; Acquire reuses the entry released last, which is warm in the cache),
+// and a nonce in the id and the record tells the lease from earlier ones in the same entry.
 //
-// The map holds no pointers (key and record are plain values), so the garbage collector never
-// scans it however many leases are live, and a lease costs no allocation of its own: a decider
-// whose callers do not release, or release late, keeps hundreds of thousands of leases.
+// The slab holds no pointers, so the garbage collector never scans it however many leases
+// are live, and a lease costs no allocation of its own: a decider whose callers do not
+// release, or release late, keeps hundreds of thousands of leases.
 type shard struct {
-	mu sync.Mutex
-	// m is keyed by the first 64 bits of the lease id (a map of uint64 keys is the fastest
-	// Go has); the record holds the other 64.
-	m map[uint64]record
-	// more holds the slots of the leases with more than len(record.inline) engines.
-	more map[uint64][]slots.Slot
-	_    [40]byte // keep neighbouring shards' locks off one cache line
+	mu   sync.Mutex
+	recs []record
+	free []uint32 // free entries of recs, the last freed last
+	// more holds the slots of the leases with more than len(record.inline) engines, by entry.
+	more map[uint32][]slots.Slot
+	_    [16]byte // keep neighbouring shards' locks off one cache line
 }
+
+// A lease id is 128 bits: the entry word (the shard in the top shardBits bits, the entry
+// within it below) and 96 random bits, the nonce.
+const (
+	shardBits = 4 // log2(numShards)
+	entryBits = 32 - shardBits
+	maxEntry  = 1<<entryBits - 1
+)
 
 // leaseKey is a lease id's 128 bits.
 type leaseKey [16]byte
 
-// hi and lo are the key's first and last 64 bits.
-func (k leaseKey) hi() uint64 { return binary.BigEndian.Uint64(k[:8]) }
-func (k leaseKey) lo() uint64 { return binary.BigEndian.Uint64(k[8:]) }
+func (k leaseKey) word() uint32 { return binary.BigEndian.Uint32(k[:4]) }
 
-// record is the tracker's own record of a lease.
+// nonce is the key's random part.
+func (k leaseKey) nonce() nonce {
+	return nonce{binary.BigEndian.Uint64(k[4:12]), binary.BigEndian.Uint32(k[12:])}
+}
+
+type nonce struct {
+	a uint64
+	b uint32
+}
+
+// record is the tracker's own record of a lease; n == 0 marks a free entry.
 type record struct {
-	// lo is the last 64 bits of the lease id (the map key is the first 64).
-	lo uint64
+	nonce nonce
 	// expires is the lease's expiry as the time since Tracker.base, in nanoseconds.
 	expires int64
 	// n is the number of slots; up to len(inline) they are in inline, beyond in shard.more.
@@ -148,9 +165,6 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 		var seed [32]byte
 		crand.Read(seed[:]) // never fails (crypto/rand, Go 1.24+)
 		return rand.NewChaCha8(seed)
-	}
-	for i := range tr.shards {
-		tr.shards[i].m = map[uint64]record{}
 	}
 	tr.engines.Store(&[]*engine{})
 	return tr, nil
@@ -195,26 +209,34 @@ func (t *Tracker) AcquireAt(now time.Time, engines ...slots.Slot) (Lease, error)
 		e.inflight.Add(1)
 		e.recordDispatch(ns)
 	}
-	for {
-		key := t.newKey()
-		hi := key.hi()
-		rec.lo = key.lo()
-		sh := t.shard(key)
-		sh.mu.Lock()
-		if _, taken := sh.m[hi]; taken {
+	var key leaseKey
+	si := t.newNonce(&key)
+	rec.nonce = key.nonce()
+	sh := &t.shards[si]
+	sh.mu.Lock()
+	var entry uint32
+	if n := len(sh.free); n > 0 {
+		entry = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		sh.recs[entry] = rec
+	} else {
+		if len(sh.recs) > maxEntry {
 			sh.mu.Unlock()
-			continue // 2^-64 per pair of live leases; draw another id
+			t.end(engines)
+			return Lease{}, ErrTooManyLeases
 		}
-		sh.m[hi] = rec
-		if more != nil {
-			if sh.more == nil {
-				sh.more = map[uint64][]slots.Slot{}
-			}
-			sh.more[hi] = more
-		}
-		sh.mu.Unlock()
-		return Lease{ID: key.String(), Expires: expires, Slots: slices.Clone(engines)}, nil
+		entry = uint32(len(sh.recs))
+		sh.recs = append(sh.recs, rec)
 	}
+	if more != nil {
+		if sh.more == nil {
+			sh.more = map[uint32][]slots.Slot{}
+		}
+		sh.more[entry] = more
+	}
+	sh.mu.Unlock()
+	binary.BigEndian.PutUint32(key[:4], si<<entryBits|entry)
+	return Lease{ID: key.String(), Expires: expires, Slots: slices.Clone(engines)}, nil
 }
 
 // Release ends the lease with the given id, counting one request less in
@@ -228,15 +250,18 @@ func (t *Tracker) Release(id string) (Lease, bool) {
 	if !ok {
 		return Lease{}, false // not an id Acquire issues
 	}
-	sh := t.shard(key)
-	hi := key.hi()
+	sh := &t.shards[key.word()>>entryBits]
+	entry := key.word() & maxEntry
 	sh.mu.Lock()
-	rec, ok := sh.m[hi]
-	ok = ok && rec.lo == key.lo() // the same first half is another lease's
+	var rec record
+	if int64(entry) < int64(len(sh.recs)) {
+		rec = sh.recs[entry]
+	}
+	// A free entry, or one reused by a later lease, is not this lease.
+	ok = rec.n != 0 && rec.nonce == key.nonce()
 	var ss []slots.Slot
 	if ok {
-		delete(sh.m, hi)
-		ss = sh.takeSlots(hi, &rec)
+		ss = sh.take(entry, &rec)
 	}
 	sh.mu.Unlock()
 	if !ok {
@@ -250,14 +275,18 @@ func (t *Tracker) Release(id string) (Lease, bool) {
 	return Lease{ID: id, Expires: t.base.Add(time.Duration(rec.expires)), Slots: ss}, true
 }
 
-// takeSlots returns the slots of the lease keyed hi with record rec, removing them from more if
-// they are kept there; the caller holds sh.mu.
-func (sh *shard) takeSlots(hi uint64, rec *record) []slots.Slot {
+// take frees entry, whose lease has record rec, and returns the lease's slots; the caller holds
+// sh.mu.
+func (sh *shard) take(entry uint32, rec *record) []slots.Slot {
+	var ss []slots.Slot
 	if int(rec.n) <= len(rec.inline) {
-		return slices.Clone(rec.inline[:rec.n])
+		ss = slices.Clone(rec.inline[:rec.n])
+	} else {
+		ss = sh.more[entry]
+		delete(sh.more, entry)
 	}
-	ss := sh.more[hi]
-	delete(sh.more, hi)
+	sh.recs[entry] = record{}
+	sh.free = append(sh.free, entry)
 	return ss
 }
 
@@ -396,10 +425,9 @@ func (t *Tracker) sweep(now time.Time) int {
 		sh := &t.shards[i]
 		done = done[:0]
 		sh.mu.Lock()
-		for hi, rec := range sh.m {
-			if t.expired(rec, now) {
-				delete(sh.m, hi)
-				done = append(done, sh.takeSlots(hi, &rec))
+		for i, rec := range sh.recs {
+			if rec.n != 0 && t.expired(rec, now) {
+				done = append(done, sh.take(uint32(i), &rec))
 			}
 		}
 		sh.mu.Unlock()
@@ -410,12 +438,6 @@ func (t *Tracker) sweep(now time.Time) int {
 		n += len(done)
 	}
 	return n
-}
-
-// shard returns the lease shard of key. Keys are uniformly random, so their first byte
-// spreads them evenly.
-func (t *Tracker) shard(key leaseKey) *shard {
-	return &t.shards[key[0]&(numShards-1)]
 }
 
 // engine returns slot s's state, growing the per-slot slice if needed.
@@ -438,16 +460,16 @@ func (t *Tracker) engine(s slots.Slot) *engine {
 	return grown[s]
 }
 
-// newKey returns 128 random bits from a ChaCha8 generator of the pool (a cryptographically
-// strong generator, seeded from crypto/rand; a crypto/rand read per lease cost more than the
-// rest of Acquire).
-func (t *Tracker) newKey() leaseKey {
+// newNonce writes 96 random bits into k's nonce and returns a random shard, from a ChaCha8
+// generator of the pool (a cryptographically strong generator, seeded from crypto/rand; a
+// crypto/rand read per lease cost more than the rest of Acquire).
+func (t *Tracker) newNonce(k *leaseKey) uint32 {
 	g := t.ids.Get().(*rand.ChaCha8)
-	var k leaseKey
-	binary.LittleEndian.PutUint64(k[:8], g.Uint64())
-	binary.LittleEndian.PutUint64(k[8:], g.Uint64())
+	r1, r2 := g.Uint64(), g.Uint64()
 	t.ids.Put(g)
-	return k
+	binary.BigEndian.PutUint64(k[4:12], r1)
+	binary.BigEndian.PutUint32(k[12:], uint32(r2))
+	return uint32(r2>>32) & (numShards - 1)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -504,7 +504,9 @@ func BenchmarkNewID(b *testing.B) {
 	tr, _ := newTracker(b, Config{})
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = tr.newKey().String()
+		var k leaseKey
+		tr.newNonce(&k)
+		_ = k.String()
 	}
 }
 
@@ -541,5 +543,70 @@ func TestDispatchesSinceBisects(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestReleaseAfterReuse releases a lease whose table entry a later lease took: the old id
+// names no lease (its nonce differs), the new one releases, and ids naming entries that were
+// never used release nothing.
+func TestReleaseAfterReuse(t *testing.T) {
+	t.Parallel()
+	tr, clk := newTracker(t, Config{LeaseTTL: time.Minute})
+	var reused bool
+	for range 200 { // the shard is random: retry until the new lease lands in the old entry
+		old, err := tr.Acquire(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tr.Release(old.ID); !ok {
+			t.Fatal("Release = false")
+		}
+		l, err := tr.Acquire(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old.ID[:8] != l.ID[:8] { // another shard
+			if _, ok := tr.Release(l.ID); !ok {
+				t.Fatal("Release = false")
+			}
+			continue
+		}
+		reused = true
+		if _, ok := tr.Release(old.ID); ok {
+			t.Errorf("Release(%q) of a lease whose entry %q reuses = true", old.ID, l.ID)
+		}
+		if got := inflight(tr); got[1] != 1 {
+			t.Errorf("InFlight = %v after a stale release, want the new lease counted", got)
+		}
+		// An entry freed by the sweep is reused the same way.
+		clk.Advance(time.Minute + 1)
+		if n := tr.sweep(clk.Now()); n != 1 {
+			t.Fatalf("sweep = %d, want 1", n)
+		}
+		if _, ok := tr.Release(l.ID); ok {
+			t.Error("Release of a swept lease = true")
+		}
+		break
+	}
+	if !reused {
+		t.Fatal("no lease reused an entry in 200 tries")
+	}
+	l, err := tr.Acquire(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{
+		"0fffffff" + l.ID[8:], // an entry far past the slab
+		"f0000000" + l.ID[8:], // shard 15, entry 0: most likely never used, or another lease
+	} {
+		if id == l.ID {
+			continue
+		}
+		if _, ok := tr.Release(id); ok {
+			t.Errorf("Release(%q) = true; only %q is live", id, l.ID)
+		}
+	}
+	if _, ok := tr.Release(l.ID); !ok || tr.Leases() != 0 || tr.InFlight(2) != 0 {
+		t.Errorf("Release(%q) = %v; Leases() = %d, InFlight(2) = %d; want true, 0, 0", l.ID, ok, tr.Leases(), tr.InFlight(2))
 	}
 }
