@@ -42,7 +42,8 @@ const numShards = 16
 // Lease is a claim of one in-flight request on one or more engines (one for
 // plain serving, prefill and decode for PD).
 type Lease struct {
-	// ID identifies the lease for Release: 128 random bits in hex.
+	// ID identifies the lease for Release: 32 lowercase hex digits, the lease's place in the
+	// tracker's table (32 bits) and 96 random bits.
 	ID string
 	// Expires is when the lease stops counting if not released.
 	Expires time.Time
