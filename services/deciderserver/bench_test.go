@@ -208,14 +208,14 @@ func BenchmarkGRPC(b *testing.B) {
 	}
 }
 
-// BenchmarkGRPCPaired is BenchmarkGRPC's comparison in many short rounds, echo and Decide
+// BenchmarkEchoDecidePaired is BenchmarkGRPC's comparison in many short rounds, echo and Decide
 // alternating (the order swapping each round), each round on fresh servers: the ratio of each
 // pair cancels most of a shared machine's drift, which moves single runs of BenchmarkGRPC by
 // tens of percent. It reports the median and quartiles of the per-round ratios echo ÷ Decide
 // of process CPU time per call (client and server) and of wall time per call; ≥ 1 would mean
 // Decide costs no more than the echo.
-func BenchmarkGRPCPaired(b *testing.B) {
-	const rounds, calls, callers = 21, 20000, 16
+func BenchmarkEchoDecidePaired(b *testing.B) {
+	const rounds, calls, callers = 31, 10000, 16
 	targets := map[string]func(*testing.B) (string, func()){"echo": serveEcho, "decide": serveBenchDecider}
 	req := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench"}
 	run := func(name string) (cpu, wall float64) {
