@@ -124,9 +124,9 @@ func (d *Decider) ConfigVersion() int64 {
 }
 
 // Now reads the decider's clock: its load table's, which its leases share. A caller that
-// times a Decide can pass the reading on as the request's Now, so the call reads the clock
-// once.
-func (d *Decider) Now() time.Time { return d.deps.Load.Snapshot().Now() }
+// times a Decide passes the reading on as the request's Now, so the call reads the clock once
+// (a Decide with a zero Now reads it at each pick and for its lease).
+func (d *Decider) Now() time.Time { return d.deps.Load.Now() }
 
 // Release frees a lease's in-flight accounting and returns the ids of the engines it held. It
 // reports false for an unknown, expired or already released lease; releasing twice never
@@ -174,9 +174,6 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	}
 	if err := d.validate(&req); err != nil {
 		return Decision{}, err
-	}
-	if req.Now.IsZero() {
-		req.Now = d.Now()
 	}
 	if req.HasTTFTTarget && rt.ttft != nil {
 		if err := rt.ttft.checkTarget(req.TTFTTargetMillis); err != nil {
@@ -289,7 +286,11 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	return Decision{}, e
 }
 
+// acquire takes the lease of dec at now, or at a fresh clock reading when now is zero.
 func (d *Decider) acquire(dec *Decision, now time.Time) (inflight.Lease, error) {
+	if now.IsZero() {
+		now = d.leases.Now()
+	}
 	var l inflight.Lease
 	var err error
 	if dec.PD {

@@ -17,6 +17,8 @@ type LoadReader interface {
 	Snapshot() loadtable.Snapshot
 	// SnapshotAt is Snapshot judged at now instead of a fresh clock reading.
 	SnapshotAt(now time.Time) loadtable.Snapshot
+	// Now reads the clock Snapshot judges at.
+	Now() time.Time
 }
 
 // InFlightReader is the router-local accounting a policy reads; *inflight.Tracker implements it.

@@ -79,10 +79,10 @@ type Request struct {
 	// ttft_slo.max_target_ms); otherwise it is ignored. Policies do not read it.
 	TTFTTargetMillis float64
 	HasTTFTTarget    bool
-	// Now is the decision's clock reading: every load snapshot of the call is judged at it and
-	// its lease starts at it, so a Decide reads the clock once (a clock read costs more than a
-	// pick on some machines). The decider sets it when the caller leaves it zero; a policy
-	// called with it zero reads the load table's clock.
+	// Now is the decision's clock reading (Decider.Now): every load snapshot of the call is
+	// judged at it and its lease starts at it, so a Decide reads the clock once (a clock read
+	// costs more than a pick on some machines). Zero makes each pick and the lease read the
+	// clock themselves.
 	Now time.Time
 
 	// Stage is the role of the group being asked: plain, prefill or decode (attempt field).

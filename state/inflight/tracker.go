@@ -396,6 +396,9 @@ func (t *Tracker) ForgetEngine(s slots.Slot) {
 	e.mu.Unlock()
 }
 
+// Now reads the tracker's clock.
+func (t *Tracker) Now() time.Time { return t.now() }
+
 // Leases returns the number of live leases.
 func (t *Tracker) Leases() int { return int(t.leases.Load()) }
 
