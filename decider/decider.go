@@ -124,8 +124,7 @@ func (d *Decider) ConfigVersion() int64 {
 }
 
 // Now reads the decider's clock: its load table's, which its leases share. A caller that
-// times a Decide passes the reading on as the request's Now, so the call reads the clock once
-// (a Decide with a zero Now reads it at each pick and for its lease).
+// times a Decide passes the reading to DecideAt, so the call reads the clock once.
 func (d *Decider) Now() time.Time { return d.deps.Load.Now() }
 
 // Release frees a lease's in-flight accounting and returns the ids of the engines it held. It
@@ -168,6 +167,17 @@ func (rt *runtime) resolver(d *Decider, model string) (*bucketResolver, error) {
 //
 // The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
 func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {
+	return d.DecideAt(ctx, time.Time{}, req)
+}
+
+// DecideAt is Decide at now, a reading of the decider's clock (Now) the caller already took:
+// every load snapshot of the call is judged at it and the lease starts at it. A zero now makes
+// each pick and the lease read the clock, as Decide does.
+func (d *Decider) DecideAt(ctx context.Context, now time.Time, req policy.Request) (Decision, error) {
+	req.NowNanos = 0
+	if !now.IsZero() {
+		req.NowNanos = now.UnixNano()
+	}
 	rt := d.rt.Load()
 	if rt == nil {
 		return Decision{}, &Error{Kind: KindUnavailable, Reason: reasonInvalidConfiguration, Message: "no configuration loaded yet"}
@@ -230,7 +240,7 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 			ex.end("picked")
 			dec.ConfigVersion = rt.version
 			if !req.DryRun {
-				if dec.Lease, err = d.acquire(&dec, req.Now); err != nil {
+				if dec.Lease, err = d.acquire(&dec, now); err != nil {
 					return Decision{}, err
 				}
 			}

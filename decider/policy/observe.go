@@ -45,13 +45,13 @@ type Deps struct {
 	IntN func(n int) int
 }
 
-// snapshot is the load snapshot of one pick for req: judged at req.Now, or at a fresh clock
-// reading when it is zero.
+// snapshot is the load snapshot of one pick for req: judged at req.NowNanos, or at a fresh
+// clock reading when it is zero.
 func (d *Deps) snapshot(req *Request) loadtable.Snapshot {
-	if req.Now.IsZero() {
+	if req.NowNanos == 0 {
 		return d.Load.Snapshot()
 	}
-	return d.Load.SnapshotAt(req.Now)
+	return d.Load.SnapshotAt(time.Unix(0, req.NowNanos))
 }
 
 // intN is Deps.IntN, or the global source when unset.

@@ -42,10 +42,9 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 	if err := s.shards.check(in.GetModel()); err != nil {
 		return nil, err
 	}
-	// One clock reading for the call: its start, and the Now its picks and lease use.
+	// One clock reading for the call: its start, and the time its picks and lease use.
 	start := s.d.Now()
 	req := policy.Request{
-		Now:              start,
 		Model:            in.GetModel(),
 		InputTokens:      in.GetInputTokens(),
 		TokenIDs:         in.GetTokenIds(),
@@ -64,7 +63,7 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 	if in.TtftSloMs != nil {
 		req.TTFTTargetMillis, req.HasTTFTTarget = *in.TtftSloMs, true
 	}
-	dec, err := s.d.Decide(ctx, req)
+	dec, err := s.d.DecideAt(ctx, start, req)
 	took := time.Since(start)
 	s.metrics.observeDecide(took, dec.BucketID, err, &dec)
 	recordDecision(s.console, &req, &dec, err, start, took)
