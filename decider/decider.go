@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/decider/policy"
 	"github.com/sluicehq/sluice/state/config"
@@ -122,6 +123,10 @@ func (d *Decider) ConfigVersion() int64 {
 	return 0
 }
 
+// Now reads the decider's clock: its load table's, which its leases share. A caller that
+// times a Decide passes the reading to DecideAt, so the call reads the clock once.
+func (d *Decider) Now() time.Time { return d.deps.Load.Now() }
+
 // Release frees a lease's in-flight accounting and returns the ids of the engines it held. It
 // reports false for an unknown, expired or already released lease; releasing twice never
 // double-counts.
@@ -162,6 +167,17 @@ func (rt *runtime) resolver(d *Decider, model string) (*bucketResolver, error) {
 //
 // The request's attempt fields (Stage, BucketID, Prefix, Trace) are the decider's to set.
 func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, error) {
+	return d.DecideAt(ctx, time.Time{}, req)
+}
+
+// DecideAt is Decide at now, a reading of the decider's clock (Now) the caller already took:
+// every load snapshot of the call is judged at it and the lease starts at it. A zero now makes
+// each pick and the lease read the clock, as Decide does.
+func (d *Decider) DecideAt(ctx context.Context, now time.Time, req policy.Request) (Decision, error) {
+	req.NowNanos = 0
+	if !now.IsZero() {
+		req.NowNanos = now.UnixNano()
+	}
 	rt := d.rt.Load()
 	if rt == nil {
 		return Decision{}, &Error{Kind: KindUnavailable, Reason: reasonInvalidConfiguration, Message: "no configuration loaded yet"}
@@ -224,7 +240,7 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 			ex.end("picked")
 			dec.ConfigVersion = rt.version
 			if !req.DryRun {
-				if dec.Lease, err = d.acquire(&dec); err != nil {
+				if dec.Lease, err = d.acquire(&dec, now); err != nil {
 					return Decision{}, err
 				}
 			}
@@ -280,13 +296,17 @@ func (d *Decider) Decide(ctx context.Context, req policy.Request) (Decision, err
 	return Decision{}, e
 }
 
-func (d *Decider) acquire(dec *Decision) (inflight.Lease, error) {
+// acquire takes the lease of dec at now, or at a fresh clock reading when now is zero.
+func (d *Decider) acquire(dec *Decision, now time.Time) (inflight.Lease, error) {
+	if now.IsZero() {
+		now = d.leases.Now()
+	}
 	var l inflight.Lease
 	var err error
 	if dec.PD {
-		l, err = d.leases.Acquire(dec.Prefill.Engine.Slot, dec.Decode.Engine.Slot)
+		l, err = d.leases.AcquireAt(now, dec.Prefill.Engine.Slot, dec.Decode.Engine.Slot)
 	} else {
-		l, err = d.leases.Acquire(dec.Plain.Engine.Slot)
+		l, err = d.leases.AcquireAt(now, dec.Plain.Engine.Slot)
 	}
 	if err != nil {
 		return inflight.Lease{}, &Error{Kind: KindUnavailable, Reason: reasonAdmissionRejected, Message: "lease table full: " + err.Error(), Err: err}

@@ -93,7 +93,7 @@ func (b *binder) fallbackPick(ctx context.Context, engines []*registry.Engine, r
 }
 
 func (b *binder) admit(w *registry.Engine, req Request, reason string) (Pick, error) {
-	snap := b.deps.Load.Snapshot()
+	snap := b.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}

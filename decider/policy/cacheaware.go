@@ -67,7 +67,7 @@ func (p *cacheAware) Pick(ctx context.Context, engines []*registry.Engine, req R
 	if err != nil {
 		return Pick{}, fmt.Errorf("prefix lookup: %w", err)
 	}
-	snap := p.deps.Load.Snapshot()
+	snap := p.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 		req.Trace.Prefix = res.Status

@@ -36,7 +36,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 	if len(engines) == 0 {
 		return Pick{}, ErrNoCandidates
 	}
-	snap := p.deps.Load.Snapshot()
+	snap := p.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}

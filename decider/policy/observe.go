@@ -15,6 +15,10 @@ import (
 // A policy captures one snapshot per non-empty pick and reuses it for admission.
 type LoadReader interface {
 	Snapshot() loadtable.Snapshot
+	// SnapshotAt is Snapshot judged at now instead of a fresh clock reading.
+	SnapshotAt(now time.Time) loadtable.Snapshot
+	// Now reads the clock Snapshot judges at.
+	Now() time.Time
 }
 
 // InFlightReader is the router-local accounting a policy reads; *inflight.Tracker implements it.
@@ -39,6 +43,15 @@ type Deps struct {
 	// passes a seeded source so its runs repeat; production leaves it nil (it must be safe for
 	// concurrent use when set on a decider serving calls in parallel).
 	IntN func(n int) int
+}
+
+// snapshot is the load snapshot of one pick for req: judged at req.NowNanos, or at a fresh
+// clock reading when it is zero.
+func (d *Deps) snapshot(req *Request) loadtable.Snapshot {
+	if req.NowNanos == 0 {
+		return d.Load.Snapshot()
+	}
+	return d.Load.SnapshotAt(time.Unix(0, req.NowNanos))
 }
 
 // intN is Deps.IntN, or the global source when unset.

@@ -78,6 +78,12 @@ type Request struct {
 	// ttft_slo.max_target_ms); otherwise it is ignored. Policies do not read it.
 	TTFTTargetMillis float64
 	HasTTFTTarget    bool
+	// NowNanos is the decision's clock reading in Unix nanoseconds (Decider.DecideAt sets it):
+	// every load snapshot of the call is judged at it, so a Decide reads the clock once (a
+	// clock read costs more than a pick on some machines). Zero makes each pick read the clock.
+	// (An int64, not a time.Time: the request is copied into every pick, and a time.Time's
+	// pointer made those copies measurably slower.)
+	NowNanos int64
 
 	// Stage is the role of the group being asked: plain, prefill or decode (attempt field).
 	Stage registry.Role

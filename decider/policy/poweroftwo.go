@@ -32,7 +32,7 @@ func (p *powerOfTwo) Pick(_ context.Context, engines []*registry.Engine, req Req
 	if n == 0 {
 		return Pick{}, ErrNoCandidates
 	}
-	snap := p.deps.Load.Snapshot()
+	snap := p.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}

@@ -27,7 +27,7 @@ func (p *random) Pick(_ context.Context, engines []*registry.Engine, req Request
 		return Pick{}, ErrNoCandidates
 	}
 	w := engines[p.deps.intN()(len(engines))]
-	snap := p.deps.Load.Snapshot()
+	snap := p.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}

@@ -31,7 +31,7 @@ func (p *roundRobin) Pick(_ context.Context, engines []*registry.Engine, req Req
 		return Pick{}, ErrNoCandidates
 	}
 	w := engines[(p.cursor.Add(1)-1)%n]
-	snap := p.deps.Load.Snapshot()
+	snap := p.deps.snapshot(&req)
 	if req.Trace != nil {
 		req.Trace.Now = snap.Now()
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/components/limits"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/services/deciderserver/console"
 	"github.com/sluicehq/sluice/state/loadtable"
 )
 
@@ -36,6 +39,14 @@ func (echoDecider) Decide(context.Context, *sluicev1.DecideRequest) (*sluicev1.D
 // startEcho serves echoDecider on the decider's own RPC stack (newRPCStack: the tap, the
 // interceptor chain and the server options Decide has) with the default configuration.
 func startEcho(b *testing.B) string {
+	b.Helper()
+	addr, stop := serveEcho(b)
+	b.Cleanup(stop)
+	return addr
+}
+
+// serveEcho is startEcho returning its stop instead of registering it.
+func serveEcho(b *testing.B) (string, func()) {
 	b.Helper()
 	cfg := DefaultConfig()
 	auth, err := newAuthenticator(cfg)
@@ -54,11 +65,10 @@ func startEcho(b *testing.B) string {
 		b.Fatal(err)
 	}
 	go func() { _ = stack.grpc.Serve(lis) }()
-	b.Cleanup(func() {
+	return lis.Addr().String(), func() {
 		stack.grpc.Stop()
 		_ = stack.rest.Close()
-	})
-	return lis.Addr().String()
+	}
 }
 
 // processCPU is the process's user + system CPU time so far.
@@ -76,6 +86,15 @@ func startBenchDecider(b *testing.B) string { return startBenchDeciderWith(b, fu
 // startBenchDeciderWith is startBenchDecider with its configuration changed by mutate.
 func startBenchDeciderWith(b *testing.B, mutate func(*Config)) string {
 	b.Helper()
+	srv := runServer(b, benchDeciderConfig(b, mutate))
+	reportBenchLoad(b, srv)
+	return srv.GRPCAddr()
+}
+
+// benchDeciderConfig is the configuration of startBenchDecider's decider: 64 plain engines of
+// model m under power_of_two with admission caps, changed by mutate.
+func benchDeciderConfig(b *testing.B, mutate func(*Config)) Config {
+	b.Helper()
 	var sb strings.Builder
 	sb.WriteString("workers:\n")
 	for i := range 64 {
@@ -90,7 +109,12 @@ func startBenchDeciderWith(b *testing.B, mutate func(*Config)) string {
 	cfg.GRPCAddr, cfg.HTTPAddr, cfg.ConfigPath = "127.0.0.1:0", "127.0.0.1:0", path
 	cfg.Health.ProbeInterval = 0
 	mutate(&cfg)
-	srv := runServer(b, cfg)
+	return cfg
+}
+
+// reportBenchLoad gives each of the 64 engines a fresh native load report.
+func reportBenchLoad(b *testing.B, srv *Server) {
+	b.Helper()
 	for i := range 64 {
 		err := srv.LoadTable().Apply(loadtable.Report{EngineID: fmt.Sprintf("e%02d", i), Epoch: 1, Seq: 1,
 			CapturedAt: time.Now(), Running: int64(i % 7), Waiting: int64(i % 3), KVUsedTokens: 100, KVCapacityTokens: 1000,
@@ -99,7 +123,35 @@ func startBenchDeciderWith(b *testing.B, mutate func(*Config)) string {
 			b.Fatal(err)
 		}
 	}
-	return srv.GRPCAddr()
+}
+
+// serveBenchDecider is startBenchDecider returning its stop instead of registering it.
+func serveBenchDecider(b *testing.B) (string, func()) {
+	b.Helper()
+	srv, err := New(slog.New(slog.DiscardHandler), benchDeciderConfig(b, func(*Config) {}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		hc, err := srv.rpc.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("decider not serving 10s after Run: %v, %v", hc, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	reportBenchLoad(b, srv)
+	return srv.GRPCAddr(), func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	}
 }
 
 // BenchmarkGRPC compares Decide over native gRPC with an empty echo of the same service served
@@ -152,6 +204,111 @@ func BenchmarkGRPC(b *testing.B) {
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 			}
+		})
+	}
+}
+
+// BenchmarkEchoDecidePaired is BenchmarkGRPC's comparison in many short rounds, echo and Decide
+// alternating (the order swapping each round), each round on fresh servers warmed up by 2,000
+// untimed calls: the ratio of each
+// pair cancels most of a shared machine's drift, which moves single runs of BenchmarkGRPC by
+// tens of percent. It reports the median and quartiles of the per-round ratios echo ÷ Decide
+// of process CPU time per call (client and server) and of wall time per call; ≥ 1 would mean
+// Decide costs no more than the echo.
+func BenchmarkEchoDecidePaired(b *testing.B) {
+	const rounds, calls, callers = 31, 10000, 16
+	targets := map[string]func(*testing.B) (string, func()){"echo": serveEcho, "decide": serveBenchDecider}
+	req := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench"}
+	run := func(name string) (cpu, wall float64) {
+		addr, stop := targets[name](b)
+		defer stop()
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		c := sluicev1.NewDeciderServiceClient(conn)
+		if _, err := c.Decide(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+		call := func(n int) {
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					for range n / callers {
+						if _, err := c.Decide(context.Background(), req); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		// Untimed warm-up on the fresh server: its workers' stacks grow, its tables and
+		// metric children are made.
+		call(calls / 5)
+		runtime.GC() // the previous round's garbage is not this round's cost
+		start, cpu0 := time.Now(), processCPU(b)
+		call(calls)
+		n := float64(calls / callers * callers)
+		return float64((processCPU(b) - cpu0).Nanoseconds()) / n, float64(time.Since(start).Nanoseconds()) / n
+	}
+	var cpuRatios, wallRatios, echoCPU, decideCPU []float64
+	b.ResetTimer()
+	for range b.N {
+		for r := range rounds {
+			order := []string{"echo", "decide"}
+			if r%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			cpu, wall := map[string]float64{}, map[string]float64{}
+			for _, name := range order {
+				cpu[name], wall[name] = run(name)
+			}
+			echoCPU, decideCPU = append(echoCPU, cpu["echo"]), append(decideCPU, cpu["decide"])
+			cpuRatios = append(cpuRatios, cpu["echo"]/cpu["decide"])
+			wallRatios = append(wallRatios, wall["echo"]/wall["decide"])
+		}
+	}
+	slices.Sort(cpuRatios)
+	slices.Sort(wallRatios)
+	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
+	b.ReportMetric(median(echoCPU), "echo-cpu-ns/call")
+	b.ReportMetric(median(decideCPU), "decide-cpu-ns/call")
+	b.ReportMetric(median(cpuRatios), "cpu-ratio")
+	b.ReportMetric(q(cpuRatios, 0.25), "cpu-ratio-q1")
+	b.ReportMetric(q(cpuRatios, 0.75), "cpu-ratio-q3")
+	b.ReportMetric(cpuRatios[0], "cpu-ratio-min")
+	b.ReportMetric(cpuRatios[len(cpuRatios)-1], "cpu-ratio-max")
+	b.ReportMetric(median(wallRatios), "wall-ratio")
+	b.ReportMetric(q(wallRatios, 0.25), "wall-ratio-q1")
+	b.ReportMetric(q(wallRatios, 0.75), "wall-ratio-q3")
+}
+
+// BenchmarkDecideService is the server side of BenchmarkGRPC's Decide without the transport:
+// the decider service's Decide (translation, decision, lease, metrics, console hook and the
+// response messages) on the same decider, console on as by default, one caller.
+func BenchmarkDecideService(b *testing.B) {
+	srv := runServer(b, benchDeciderConfig(b, func(*Config) {}))
+	reportBenchLoad(b, srv)
+	svc := &deciderService{logger: srv.logger, d: srv.decider, metrics: newMetrics(prometheus.NewRegistry(), srv.leases, srv.decider.ConfigVersion),
+		console: console.NewTail(), shards: srv.shards}
+	for _, dry := range []bool{false, true} {
+		name := "lease"
+		if dry {
+			name = "dry_run"
+		}
+		b.Run(name, func(b *testing.B) {
+			in := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench", DryRun: dry}
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				if _, err := svc.Decide(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -82,7 +82,7 @@ func BenchmarkRecordDecision(b *testing.B) {
 func BenchmarkDecideServiceConsole(b *testing.B) {
 	srv := consoleBenchServer(b, false)
 	mk := func(tail *console.Tail) *deciderService {
-		return &deciderService{logger: srv.logger, d: srv.decider, metrics: newMetrics(prometheus.NewRegistry(), srv.leases, srv.decider.ConfigVersion), console: tail}
+		return &deciderService{logger: srv.logger, d: srv.decider, metrics: newMetrics(prometheus.NewRegistry(), srv.leases, srv.decider.ConfigVersion), console: tail, shards: srv.shards}
 	}
 	svcs := map[string]*deciderService{"off": mk(nil), "on": mk(console.NewTail())}
 	in := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench", DryRun: true}

@@ -42,7 +42,8 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 	if err := s.shards.check(in.GetModel()); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	// One clock reading for the call: its start, and the time its picks and lease use.
+	start := s.d.Now()
 	req := policy.Request{
 		Model:            in.GetModel(),
 		InputTokens:      in.GetInputTokens(),
@@ -62,7 +63,7 @@ func (s *deciderService) Decide(ctx context.Context, in *sluicev1.DecideRequest)
 	if in.TtftSloMs != nil {
 		req.TTFTTargetMillis, req.HasTTFTTarget = *in.TtftSloMs, true
 	}
-	dec, err := s.d.Decide(ctx, req)
+	dec, err := s.d.DecideAt(ctx, start, req)
 	took := time.Since(start)
 	s.metrics.observeDecide(took, dec.BucketID, err, &dec)
 	recordDecision(s.console, &req, &dec, err, start, took)
@@ -140,21 +141,58 @@ func roleToProto(r registry.Role) sluicev1.Role {
 	return sluicev1.Role_ROLE_UNSPECIFIED
 }
 
-func enginePick(p policy.Pick) *sluicev1.EnginePick {
+// fillPick writes p into out.
+func fillPick(out *sluicev1.EnginePick, p policy.Pick) {
 	w := p.Engine
-	return &sluicev1.EnginePick{EngineId: w.ID, Url: w.URL, Reason: p.Reason, BootstrapPort: w.BootstrapPort, Role: roleToProto(w.Role)}
+	out.EngineId, out.Url, out.Reason, out.BootstrapPort, out.Role = w.ID, w.URL, p.Reason, w.BootstrapPort, roleToProto(w.Role)
+}
+
+// plainAnswer and pdAnswer are every message of a Decide response but the explanation,
+// allocated at once: one allocation per answer instead of one per nested message (the
+// response, its pick, the pick's oneof wrapper, the engine picks, the lease expiry). The
+// messages point into the struct and are never copied.
+type plainAnswer struct {
+	resp    sluicev1.DecideResponse
+	pick    sluicev1.BucketPick
+	plain   sluicev1.BucketPick_Plain
+	engine  sluicev1.EnginePick
+	expires timestamppb.Timestamp
+}
+
+type pdAnswer struct {
+	resp            sluicev1.DecideResponse
+	pick            sluicev1.BucketPick
+	pd              sluicev1.BucketPick_Pd
+	pair            sluicev1.PrefillDecodePick
+	prefill, decode sluicev1.EnginePick
+	expires         timestamppb.Timestamp
 }
 
 func decisionToProto(d *decider.Decision) *sluicev1.DecideResponse {
-	out := &sluicev1.DecideResponse{BucketId: d.BucketID, ConfigVersion: d.ConfigVersion, LeaseId: d.Lease.ID}
+	var out *sluicev1.DecideResponse
+	var expires *timestamppb.Timestamp
 	if d.PD {
-		out.Pick = &sluicev1.BucketPick{Kind: &sluicev1.BucketPick_Pd{Pd: &sluicev1.PrefillDecodePick{
-			Prefill: enginePick(d.Prefill), Decode: enginePick(d.Decode)}}}
+		a := new(pdAnswer)
+		fillPick(&a.prefill, d.Prefill)
+		fillPick(&a.decode, d.Decode)
+		a.pair.Prefill, a.pair.Decode = &a.prefill, &a.decode
+		a.pd.Pd = &a.pair
+		a.pick.Kind = &a.pd
+		out, expires = &a.resp, &a.expires
+		out.Pick = &a.pick
 	} else {
-		out.Pick = &sluicev1.BucketPick{Kind: &sluicev1.BucketPick_Plain{Plain: enginePick(d.Plain)}}
+		a := new(plainAnswer)
+		fillPick(&a.engine, d.Plain)
+		a.plain.Plain = &a.engine
+		a.pick.Kind = &a.plain
+		out, expires = &a.resp, &a.expires
+		out.Pick = &a.pick
 	}
+	out.BucketId, out.ConfigVersion, out.LeaseId = d.BucketID, d.ConfigVersion, d.Lease.ID
 	if d.Lease.ID != "" {
-		out.LeaseExpiresAt = timestamppb.New(d.Lease.Expires)
+		// timestamppb.New's fields, without its allocation.
+		expires.Seconds, expires.Nanos = d.Lease.Expires.Unix(), int32(d.Lease.Expires.Nanosecond())
+		out.LeaseExpiresAt = expires
 	}
 	if d.Explain != nil {
 		out.Explain = explainToProto(d.Explain)

@@ -2,6 +2,7 @@ package deciderserver
 
 import (
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,9 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	releases  *prometheus.CounterVec
+	// children caches the decisions and latency children by their labels, so a Decide hashes
+	// no label values, takes no lock and builds no PD reason string (decisionCells).
+	children decisionCells
 }
 
 func newMetrics(reg prometheus.Registerer, leases *inflight.Tracker, version func() int64) *metrics {
@@ -55,23 +59,72 @@ func newMetrics(reg prometheus.Registerer, leases *inflight.Tracker, version fun
 }
 
 func (m *metrics) observeDecide(d time.Duration, bucket string, err error, dec *decider.Decision) {
-	outcome, reason := "ok", ""
+	k := decisionLabels{outcome: "ok", bucket: bucket}
 	if err == nil {
 		if dec.PD {
-			reason = dec.Prefill.Reason + "+" + dec.Decode.Reason
+			k.reason, k.decodeReason, k.pd = dec.Prefill.Reason, dec.Decode.Reason, true
 		} else {
-			reason = dec.Plain.Reason
+			k.reason = dec.Plain.Reason
 		}
 	} else {
 		var e *decider.Error
 		if errors.As(err, &e) {
-			outcome, reason = e.Kind.String(), e.Reason
+			k.outcome, k.reason = e.Kind.String(), e.Reason
 		} else {
-			outcome, reason = "canceled", "CONTEXT"
+			k.outcome, k.reason = "canceled", "CONTEXT"
 		}
 	}
-	m.decisions.WithLabelValues(outcome, reason, bucket).Inc()
-	m.latency.WithLabelValues(outcome).Observe(d.Seconds())
+	c := m.children.get(k, m)
+	c.decisions.Inc()
+	c.latency.Observe(d.Seconds())
+}
+
+// decisionLabels are the labels of one decisions child: the reason label is reason, or for a
+// PD pick reason+"+"+decodeReason.
+type decisionLabels struct {
+	outcome, reason, decodeReason, bucket string
+	pd                                    bool
+}
+
+// decisionChildren are the collectors one Decide outcome counts into.
+type decisionChildren struct {
+	decisions prometheus.Counter
+	latency   prometheus.Observer
+}
+
+// decisionCells maps labels to their children: an immutable map behind an atomic pointer,
+// copied with one entry more when a new label set first appears (the set is bounded by the
+// buckets, the policies' reasons and the error reasons, so this soon stops).
+type decisionCells struct {
+	mu    sync.Mutex // serializes adding an entry
+	cells atomic.Pointer[map[decisionLabels]decisionChildren]
+}
+
+func (dc *decisionCells) get(k decisionLabels, m *metrics) decisionChildren {
+	if p := dc.cells.Load(); p != nil {
+		if c, ok := (*p)[k]; ok {
+			return c
+		}
+	}
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	var old map[decisionLabels]decisionChildren
+	if p := dc.cells.Load(); p != nil {
+		if c, ok := (*p)[k]; ok {
+			return c
+		}
+		old = *p
+	}
+	reason := k.reason
+	if k.pd {
+		reason = k.reason + "+" + k.decodeReason
+	}
+	c := decisionChildren{decisions: m.decisions.WithLabelValues(k.outcome, reason, k.bucket), latency: m.latency.WithLabelValues(k.outcome)}
+	next := make(map[decisionLabels]decisionChildren, len(old)+1)
+	maps.Copy(next, old)
+	next[k] = c
+	dc.cells.Store(&next)
+	return c
 }
 
 // callCounter is sluice_decider_rpcs_total with the children of the server's own procedures

@@ -10,12 +10,12 @@ package inflight
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,7 +42,8 @@ const numShards = 16
 // Lease is a claim of one in-flight request on one or more engines (one for
 // plain serving, prefill and decode for PD).
 type Lease struct {
-	// ID identifies the lease for Release: 128 random bits in hex.
+	// ID identifies the lease for Release: 32 lowercase hex digits, the lease's place in the
+	// tracker's table (32 bits) and 96 random bits.
 	ID string
 	// Expires is when the lease stops counting if not released.
 	Expires time.Time
@@ -55,14 +56,18 @@ type Tracker struct {
 	slots *slots.Table
 	cfg   Config
 	now   func() time.Time
-	seed  maphash.Seed
+	// base is the clock reading at New; a lease record keeps its expiry as the time since
+	// base (so comparisons use the monotonic clock, as time.Time's do, when the clock has one).
+	base time.Time
+	// ids draws lease ids: a pool of ChaCha8 generators, each seeded from crypto/rand.
+	ids sync.Pool
 
 	mu      sync.Mutex                // serialises growth of engines
 	engines atomic.Pointer[[]*engine] // by slot; grown copy-on-write under mu
 
-	shards  [numShards]shard
-	leases  atomic.Int64
-	expired atomic.Uint64
+	shards   [numShards]shard
+	leases   atomic.Int64
+	expiredN atomic.Uint64
 }
 
 // engine is the per-slot state.
@@ -93,17 +98,54 @@ func (e *engine) recordDispatch(ns int64) {
 	e.mu.Unlock()
 }
 
-// shard is one part of the lease map.
+// shard is one part of the lease table: a slab of lease records and the list of its free
+// entries. A lease id names its shard and entry, so Acquire and Release index an array (no
+// hashing, no probing; Acquire reuses the entry released last, which is warm in the cache),
+// and a nonce in the id and the record tells the lease from earlier ones in the same entry.
+//
+// The slab holds no pointers, so the garbage collector never scans it however many leases
+// are live, and a lease costs no allocation of its own: a decider whose callers do not
+// release, or release late, keeps hundreds of thousands of leases.
 type shard struct {
-	mu sync.Mutex
-	m  map[string]*lease
-	_  [40]byte // keep neighbouring shards' locks off one cache line
+	mu   sync.Mutex
+	recs []record
+	free []uint32 // free entries of recs, the last freed last
+	// more holds the slots of the leases with more than len(record.inline) engines, by entry.
+	more map[uint32][]slots.Slot
+	_    [16]byte // keep neighbouring shards' locks off one cache line
 }
 
-// lease is the tracker's own record of a lease.
-type lease struct {
-	expires time.Time
-	slots   []slots.Slot
+// A lease id is 128 bits: the entry word (the shard in the top shardBits bits, the entry
+// within it below) and 96 random bits, the nonce.
+const (
+	shardBits = 4 // log2(numShards)
+	entryBits = 32 - shardBits
+	maxEntry  = 1<<entryBits - 1
+)
+
+// leaseKey is a lease id's 128 bits.
+type leaseKey [16]byte
+
+func (k leaseKey) word() uint32 { return binary.BigEndian.Uint32(k[:4]) }
+
+// nonce is the key's random part.
+func (k leaseKey) nonce() nonce {
+	return nonce{binary.BigEndian.Uint64(k[4:12]), binary.BigEndian.Uint32(k[12:])}
+}
+
+type nonce struct {
+	a uint64
+	b uint32
+}
+
+// record is the tracker's own record of a lease; n == 0 marks a free entry.
+type record struct {
+	nonce nonce
+	// expires is the lease's expiry as the time since Tracker.base, in nanoseconds.
+	expires int64
+	// n is the number of slots; up to len(inline) they are in inline, beyond in shard.more.
+	n      uint32
+	inline [2]slots.Slot
 }
 
 // New returns a tracker for engines whose slots come from t. now is the
@@ -119,9 +161,11 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 	if now == nil {
 		now = time.Now
 	}
-	tr := &Tracker{slots: t, cfg: cfg.withDefaults(), now: now, seed: maphash.MakeSeed()}
-	for i := range tr.shards {
-		tr.shards[i].m = map[string]*lease{}
+	tr := &Tracker{slots: t, cfg: cfg.withDefaults(), now: now, base: now()}
+	tr.ids.New = func() any {
+		var seed [32]byte
+		crand.Read(seed[:]) // never fails (crypto/rand, Go 1.24+)
+		return rand.NewChaCha8(seed)
 	}
 	tr.engines.Store(&[]*engine{})
 	return tr, nil
@@ -132,6 +176,13 @@ func New(t *slots.Table, cfg Config, now func() time.Time) (*Tracker, error) {
 // ErrNoEngines, ErrUnknownSlot (wrapped, naming the slot) or
 // ErrTooManyLeases, counting nothing. An engine listed twice counts twice.
 func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
+	return t.AcquireAt(t.now(), engines...)
+}
+
+// AcquireAt is Acquire at now, a reading of the tracker's clock the caller already took
+// (Decide reads the clock once per call): the dispatch times are now and the lease expires
+// LeaseTTL after it.
+func (t *Tracker) AcquireAt(now time.Time, engines ...slots.Slot) (Lease, error) {
 	if len(engines) == 0 {
 		return Lease{}, ErrNoEngines
 	}
@@ -145,26 +196,48 @@ func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
 		t.leases.Add(-1)
 		return Lease{}, ErrTooManyLeases
 	}
-	now := t.now()
 	ns := unixNanos(now)
-	rec := &lease{expires: now.Add(t.cfg.LeaseTTL), slots: slices.Clone(engines)}
-	for _, s := range rec.slots {
+	expires := now.Add(t.cfg.LeaseTTL)
+	rec := record{expires: int64(expires.Sub(t.base)), n: uint32(len(engines))}
+	var more []slots.Slot
+	if len(engines) > len(rec.inline) {
+		more = slices.Clone(engines)
+	} else {
+		copy(rec.inline[:], engines)
+	}
+	for _, s := range engines {
 		e := t.engine(s)
 		e.inflight.Add(1)
 		e.recordDispatch(ns)
 	}
-	for {
-		id := newID()
-		sh := t.shard(id)
-		sh.mu.Lock()
-		if _, taken := sh.m[id]; taken {
+	var key leaseKey
+	si := t.newNonce(&key)
+	rec.nonce = key.nonce()
+	sh := &t.shards[si]
+	sh.mu.Lock()
+	var entry uint32
+	if n := len(sh.free); n > 0 {
+		entry = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		sh.recs[entry] = rec
+	} else {
+		if len(sh.recs) > maxEntry {
 			sh.mu.Unlock()
-			continue // 2^-128 per pair of live leases; never in practice
+			t.end(engines)
+			return Lease{}, ErrTooManyLeases
 		}
-		sh.m[id] = rec
-		sh.mu.Unlock()
-		return Lease{ID: id, Expires: rec.expires, Slots: slices.Clone(rec.slots)}, nil
+		entry = uint32(len(sh.recs))
+		sh.recs = append(sh.recs, rec)
 	}
+	if more != nil {
+		if sh.more == nil {
+			sh.more = map[uint32][]slots.Slot{}
+		}
+		sh.more[entry] = more
+	}
+	sh.mu.Unlock()
+	binary.BigEndian.PutUint32(key[:4], si<<entryBits|entry)
+	return Lease{ID: key.String(), Expires: expires, Slots: slices.Clone(engines)}, nil
 }
 
 // Release ends the lease with the given id, counting one request less in
@@ -174,27 +247,58 @@ func (t *Tracker) Acquire(engines ...slots.Slot) (Lease, error) {
 // before the sweeper reached it is expired (counted in Expired) and reported
 // as false, as it would have been a moment later.
 func (t *Tracker) Release(id string) (Lease, bool) {
-	sh := t.shard(id)
+	key, ok := parseKey(id)
+	if !ok {
+		return Lease{}, false // not an id Acquire issues
+	}
+	sh := &t.shards[key.word()>>entryBits]
+	entry := key.word() & maxEntry
 	sh.mu.Lock()
-	rec, ok := sh.m[id]
+	var rec record
+	if int64(entry) < int64(len(sh.recs)) {
+		rec = sh.recs[entry]
+	}
+	// A free entry, or one reused by a later lease, is not this lease.
+	ok = rec.n != 0 && rec.nonce == key.nonce()
+	var ss []slots.Slot
 	if ok {
-		delete(sh.m, id)
+		ss = sh.take(entry, &rec)
 	}
 	sh.mu.Unlock()
 	if !ok {
 		return Lease{}, false
 	}
-	t.end(rec)
-	if t.now().After(rec.expires) {
-		t.expired.Add(1)
+	t.end(ss)
+	if t.expired(rec, t.now()) {
+		t.expiredN.Add(1)
 		return Lease{}, false
 	}
-	return Lease{ID: id, Expires: rec.expires, Slots: rec.slots}, true
+	return Lease{ID: id, Expires: t.base.Add(time.Duration(rec.expires)), Slots: ss}, true
+}
+
+// take frees entry, whose lease has record rec, and returns the lease's slots; the caller holds
+// sh.mu.
+func (sh *shard) take(entry uint32, rec *record) []slots.Slot {
+	var ss []slots.Slot
+	if int(rec.n) <= len(rec.inline) {
+		ss = slices.Clone(rec.inline[:rec.n])
+	} else {
+		ss = sh.more[entry]
+		delete(sh.more, entry)
+	}
+	sh.recs[entry] = record{}
+	sh.free = append(sh.free, entry)
+	return ss
+}
+
+// expired reports whether a lease with record rec is past its expiry at now.
+func (t *Tracker) expired(rec record, now time.Time) bool {
+	return now.Sub(t.base) > time.Duration(rec.expires)
 }
 
 // end undoes the counting of a lease already removed from its shard.
-func (t *Tracker) end(rec *lease) {
-	for _, s := range rec.slots {
+func (t *Tracker) end(ss []slots.Slot) {
+	for _, s := range ss {
 		t.engine(s).inflight.Add(-1)
 	}
 	t.leases.Add(-1)
@@ -213,9 +317,10 @@ func (t *Tracker) InFlight(s slots.Slot) int64 {
 // DispatchesSince returns how many of the engine's recent dispatches
 // (Acquires) happened strictly after since. Only the last DispatchWindow
 // dispatches are remembered, so the count saturates there. It scans back
-// from the newest dispatch and stops at the first one not after since, so
-// its cost grows with the count, not the window. It is lock-free and does
-// not allocate.
+// from the newest dispatch and stops at the first one not after since; past
+// linearScan dispatches it bisects the rest of the window (the ring is
+// sorted), so its cost grows with the count up to linearScan and with the
+// window's logarithm beyond. It is lock-free and does not allocate.
 func (t *Tracker) DispatchesSince(s slots.Slot, since time.Time) int64 {
 	es := *t.engines.Load()
 	if int64(s) >= int64(len(es)) {
@@ -224,22 +329,52 @@ func (t *Tracker) DispatchesSince(s slots.Slot, since time.Time) int64 {
 	e := es[s]
 	after := unixNanos(since)
 	next := e.next.Load()
-	w := uint64(len(e.ring))
 	if next == 0 {
 		return 0
 	}
-	idx := (next - 1) % w
+	w := uint64(len(e.ring))
+	size := min(next, w)
+	// isAfter reports whether the dispatch age places before the newest (0 = the newest) is
+	// after since; it is true for the ages below the count and false from there on.
+	isAfter := func(age uint64) bool {
+		ts := e.ring[(next-1-age)%w].Load()
+		return ts != 0 && ts > after
+	}
+	for age := range min(size, linearScan) {
+		if !isAfter(age) {
+			return int64(age) // the ring is sorted: everything older is not after either
+		}
+	}
+	lo, hi := min(size, linearScan), size // isAfter(lo-1); the count is in [lo, hi]
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; isAfter(mid) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if e.next.Load() != next {
+		// Dispatches recorded meanwhile overwrote the oldest entries, which the bisection may
+		// have read: count again from the newest, which stops at the first entry not after.
+		return e.countBack(next, size, after)
+	}
+	return int64(lo)
+}
+
+// linearScan is how many dispatches DispatchesSince reads one by one before it bisects.
+const linearScan = 8
+
+// countBack counts the dispatches after after, from the newest of the first next recorded
+// back through size of them, stopping at the first not after.
+func (e *engine) countBack(next, size uint64, after int64) int64 {
+	w := uint64(len(e.ring))
 	var n int64
-	for range min(next, w) {
-		ts := e.ring[idx].Load()
+	for age := range size {
+		ts := e.ring[(next-1-age)%w].Load()
 		if ts == 0 || ts <= after {
-			break // the ring is sorted: everything older is not after either
+			break
 		}
 		n++
-		if idx == 0 {
-			idx = w
-		}
-		idx--
 	}
 	return n
 }
@@ -261,11 +396,14 @@ func (t *Tracker) ForgetEngine(s slots.Slot) {
 	e.mu.Unlock()
 }
 
+// Now reads the tracker's clock.
+func (t *Tracker) Now() time.Time { return t.now() }
+
 // Leases returns the number of live leases.
 func (t *Tracker) Leases() int { return int(t.leases.Load()) }
 
 // Expired returns how many leases have expired unreleased since New.
-func (t *Tracker) Expired() uint64 { return t.expired.Load() }
+func (t *Tracker) Expired() uint64 { return t.expiredN.Load() }
 
 // Run expires leases past their TTL every SweepInterval, decrementing their
 // engines as Release would, until ctx is done; it then returns ctx.Err().
@@ -285,31 +423,25 @@ func (t *Tracker) Run(ctx context.Context) error {
 // sweep expires every lease whose Expires is before now and returns how
 // many it expired.
 func (t *Tracker) sweep(now time.Time) int {
-	var done []*lease
+	var done [][]slots.Slot
 	n := 0
 	for i := range t.shards {
 		sh := &t.shards[i]
 		done = done[:0]
 		sh.mu.Lock()
-		for id, rec := range sh.m {
-			if now.After(rec.expires) {
-				delete(sh.m, id)
-				done = append(done, rec)
+		for i, rec := range sh.recs {
+			if rec.n != 0 && t.expired(rec, now) {
+				done = append(done, sh.take(uint32(i), &rec))
 			}
 		}
 		sh.mu.Unlock()
-		for _, rec := range done {
-			t.end(rec)
+		for _, ss := range done {
+			t.end(ss)
 		}
-		t.expired.Add(uint64(len(done)))
+		t.expiredN.Add(uint64(len(done)))
 		n += len(done)
 	}
 	return n
-}
-
-// shard returns the lease shard of id.
-func (t *Tracker) shard(id string) *shard {
-	return &t.shards[maphash.String(t.seed, id)&(numShards-1)]
 }
 
 // engine returns slot s's state, growing the per-slot slice if needed.
@@ -332,13 +464,56 @@ func (t *Tracker) engine(s slots.Slot) *engine {
 	return grown[s]
 }
 
-// newID returns 128 random bits in hex.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+// newNonce writes 96 random bits into k's nonce and returns a random shard, from a ChaCha8
+// generator of the pool (a cryptographically strong generator, seeded from crypto/rand; a
+// crypto/rand read per lease cost more than the rest of Acquire).
+func (t *Tracker) newNonce(k *leaseKey) uint32 {
+	g := t.ids.Get().(*rand.ChaCha8)
+	r1, r2 := g.Uint64(), g.Uint64()
+	t.ids.Put(g)
+	binary.BigEndian.PutUint64(k[4:12], r1)
+	binary.BigEndian.PutUint32(k[12:], uint32(r2))
+	return uint32(r2>>32) & (numShards - 1)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// String is the key as the lease id: 32 lowercase hex digits.
+func (k leaseKey) String() string {
 	var h [32]byte
-	hex.Encode(h[:], b[:])
+	for i, b := range k {
+		h[2*i], h[2*i+1] = hexDigits[b>>4], hexDigits[b&0x0f]
+	}
 	return string(h[:])
+}
+
+// parseKey is the inverse of leaseKey.String; it accepts exactly the ids String writes (32
+// lowercase hex digits), so an id that differs from an issued one in any way, case included,
+// names no lease.
+func parseKey(id string) (leaseKey, bool) {
+	var k leaseKey
+	if len(id) != 2*len(k) {
+		return k, false
+	}
+	for i := range k {
+		hi, ok1 := fromHex(id[2*i])
+		lo, ok2 := fromHex(id[2*i+1])
+		if !ok1 || !ok2 {
+			return k, false
+		}
+		k[i] = hi<<4 | lo
+	}
+	return k, true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // Bounds of the times representable in int64 Unix nanoseconds.

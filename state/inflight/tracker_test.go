@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,8 @@ func TestAcquireRelease(t *testing.T) {
 			wantAcquired: []int64{2, 0, 0}, wantFinal: []int64{1, 0, 0}, wantReleased: []bool{true, false}},
 		{name: "same engine twice counts twice", acquire: [][]slots.Slot{{2, 2}}, release: []int{0},
 			wantAcquired: []int64{0, 0, 2}, wantFinal: []int64{0, 0, 0}, wantReleased: []bool{true}},
+		{name: "more engines than a record holds inline", acquire: [][]slots.Slot{{0, 1, 2, 2}, {1}}, release: []int{0, 0},
+			wantAcquired: []int64{1, 2, 2}, wantFinal: []int64{0, 1, 0}, wantReleased: []bool{true, false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,6 +196,48 @@ func TestLeaseIDs(t *testing.T) {
 	}
 	if _, ok := tr.Release("not-a-lease"); ok {
 		t.Error("Release of an unknown id = true")
+	}
+	// Only the id exactly as issued releases: not in upper case, not truncated, not extended.
+	l, err := tr.Acquire(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same first 64 bits with other last ones: the table's key matches, the id does not.
+	otherLast := l.ID[:31] + map[bool]string{true: "1", false: "0"}[l.ID[31] == '0']
+	for _, id := range []string{strings.ToUpper(l.ID), l.ID[:31], l.ID + "0", "", strings.Repeat("g", 32), otherLast} {
+		if _, ok := tr.Release(id); ok {
+			t.Errorf("Release(%q) of lease %q = true", id, l.ID)
+		}
+	}
+	if _, ok := tr.Release(l.ID); !ok {
+		t.Errorf("Release(%q) = false after the near misses", l.ID)
+	}
+}
+
+// TestExpiryManyEngines sweeps a lease whose slots do not fit its record: every engine is
+// counted down once.
+func TestExpiryManyEngines(t *testing.T) {
+	t.Parallel()
+	tr, clk := newTracker(t, Config{LeaseTTL: time.Minute})
+	l, err := tr.Acquire(0, 1, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.sweep(t0.Add(time.Minute)); got != 0 {
+		t.Errorf("sweep at expiry = %d, want 0", got)
+	}
+	if got := tr.sweep(t0.Add(time.Minute + 1)); got != 1 {
+		t.Errorf("sweep after expiry = %d, want 1", got)
+	}
+	if diff := cmp.Diff([]int64{0, 0, 0}, inflight(tr)); diff != "" {
+		t.Errorf("InFlight after sweep mismatch (-want +got):\n%s", diff)
+	}
+	clk.Advance(time.Second)
+	if _, ok := tr.Release(l.ID); ok {
+		t.Error("Release after sweep = true")
+	}
+	if tr.Expired() != 1 || tr.Leases() != 0 {
+		t.Errorf("Expired() = %d, Leases() = %d; want 1, 0", tr.Expired(), tr.Leases())
 	}
 }
 
@@ -456,8 +501,112 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkNewID(b *testing.B) {
+	tr, _ := newTracker(b, Config{})
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = newID()
+		var k leaseKey
+		tr.newNonce(&k)
+		_ = k.String()
+	}
+}
+
+// TestDispatchesSinceBisects checks every bound against every history length for windows
+// below, at and above the linear part of the count (which then bisects), with repeated times.
+func TestDispatchesSinceBisects(t *testing.T) {
+	t.Parallel()
+	for _, window := range []int{1, 3, linearScan, linearScan + 1, 64, 100} {
+		for _, dispatches := range []int{0, 1, linearScan - 1, linearScan, linearScan + 1, window - 1, window, window + 1, 2*window + 3, 150} {
+			if dispatches < 0 {
+				continue
+			}
+			tr, clk := newTracker(t, Config{DispatchWindow: window})
+			var at []time.Time // each dispatch time; two dispatches at each instant
+			for i := range dispatches {
+				if i%2 == 0 {
+					clk.Advance(time.Nanosecond)
+				}
+				at = append(at, clk.Now())
+				if _, err := tr.Acquire(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := at[max(0, len(at)-window):]
+			for since := t0.Add(-1); !since.After(clk.Now()); since = since.Add(time.Nanosecond) {
+				var want int64
+				for _, ts := range kept {
+					if ts.After(since) {
+						want++
+					}
+				}
+				if got := tr.DispatchesSince(0, since); got != want {
+					t.Errorf("window %d, %d dispatches: DispatchesSince(+%v) = %d, want %d", window, dispatches, since.Sub(t0), got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestReleaseAfterReuse releases a lease whose table entry a later lease took: the old id
+// names no lease (its nonce differs), the new one releases, and ids naming entries that were
+// never used release nothing.
+func TestReleaseAfterReuse(t *testing.T) {
+	t.Parallel()
+	tr, clk := newTracker(t, Config{LeaseTTL: time.Minute})
+	var reused bool
+	for range 200 { // the shard is random: retry until the new lease lands in the old entry
+		old, err := tr.Acquire(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tr.Release(old.ID); !ok {
+			t.Fatal("Release = false")
+		}
+		l, err := tr.Acquire(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old.ID[:8] != l.ID[:8] { // another shard
+			if _, ok := tr.Release(l.ID); !ok {
+				t.Fatal("Release = false")
+			}
+			continue
+		}
+		reused = true
+		if _, ok := tr.Release(old.ID); ok {
+			t.Errorf("Release(%q) of a lease whose entry %q reuses = true", old.ID, l.ID)
+		}
+		if got := inflight(tr); got[1] != 1 {
+			t.Errorf("InFlight = %v after a stale release, want the new lease counted", got)
+		}
+		// An entry freed by the sweep is reused the same way.
+		clk.Advance(time.Minute + 1)
+		if n := tr.sweep(clk.Now()); n != 1 {
+			t.Fatalf("sweep = %d, want 1", n)
+		}
+		if _, ok := tr.Release(l.ID); ok {
+			t.Error("Release of a swept lease = true")
+		}
+		break
+	}
+	if !reused {
+		t.Fatal("no lease reused an entry in 200 tries")
+	}
+	l, err := tr.Acquire(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{
+		"0fffffff" + l.ID[8:], // an entry far past the slab
+		"f0000000" + l.ID[8:], // shard 15, entry 0: most likely never used, or another lease
+	} {
+		if id == l.ID {
+			continue
+		}
+		if _, ok := tr.Release(id); ok {
+			t.Errorf("Release(%q) = true; only %q is live", id, l.ID)
+		}
+	}
+	if _, ok := tr.Release(l.ID); !ok || tr.Leases() != 0 || tr.InFlight(2) != 0 {
+		t.Errorf("Release(%q) = %v; Leases() = %d, InFlight(2) = %d; want true, 0, 0", l.ID, ok, tr.Leases(), tr.InFlight(2))
 	}
 }

@@ -340,6 +340,9 @@ func (t *Table) Engines() []string {
 	return ids
 }
 
+// Now reads the table's clock (Config.Now), the time Snapshot judges freshness at.
+func (t *Table) Now() time.Time { return t.now() }
+
 // Snapshot captures the table at the current time. It is an atomic load and
 // a clock read and does not allocate.
 func (t *Table) Snapshot() Snapshot { return t.SnapshotAt(t.now()) }
