@@ -242,7 +242,6 @@ func Live(ctx context.Context, s Settings, reqs []trace.Request, logDir string) 
 	return out, nil
 }
 
-
 // stack is one live sluice dev stack.
 type stack struct {
 	cancel      context.CancelFunc
