@@ -400,7 +400,6 @@ func (p *ttftAware) trace(req *Request, cs []ttftCand, chosen int, status Prefix
 	default:
 		b.WriteString("least estimated time to first token (queue ahead + own uncached prefill) + duplicate-prefill cost")
 	}
-
 	switch {
 	case p.source == nil:
 		b.WriteString("; no KV index: every engine treated as cold (matched 0)")

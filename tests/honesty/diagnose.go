@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/services/simengine/engine"
+	"github.com/sluicehq/sluice/tests/peer"
 )
 
 // Diagnose writes, for one policy, where the live and simulated runs part, request by request:
@@ -159,14 +160,10 @@ func replayLive(runs []Run, at func(Run) time.Duration) []Run {
 	return out
 }
 
+// msq is the q-quantile of ds in ms, nearest rank as the live figures (peer.Quantile) and
+// simulate's percentiles take it.
 func msq(ds []time.Duration, q float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return float64(s[min(max(i, 0), len(s)-1)]) / float64(time.Millisecond)
+	return float64(peer.Quantile(ds, q)) / float64(time.Millisecond)
 }
 
 // dist is p10 / p50 / p90 / p99 / max in ms.
