@@ -75,13 +75,35 @@ buckets:
         decode: {worker_ids: [decode-1], policy: {type: power_of_two}}
 `
 
+// shardSeed is the configuration of the model-sharded pair (ShardedDecider, WRONG_SHARD): an
+// unsharded decider ("home") and a decider of shard a, on one Postgres schema of their own.
+// Shard a lists its decider, shard b lists none and has no replica; un-* belong to no shard.
+// Each suite has its own models (-py, -ts), and move-* is the one its suite moves out of shard a.
+const shardSeed = `
+workers:
+  - {id: sh-1, url: "http://127.0.0.1:9", models: [un-py, un-ts, a-py, a-ts, move-py, move-ts, b-only], role: plain}
+buckets:
+  - id: sharded
+    models: [un-py, un-ts, a-py, a-ts, move-py, move-ts, b-only]
+    groups:
+      plain:
+        worker_ids: [sh-1]
+        policy: {type: round_robin}
+shards:
+  - {id: a, models: [a-py, a-ts, move-py, move-ts], deciders: ["SHARD_A_GRPC"]}
+  - {id: b, models: [b-only]}
+`
+
 // decider is the running decider the suites are pointed at, and a second one that sheds every
 // Decide beyond one in progress (-max-concurrent-decides 1), for the overload tests: a suite
-// holds its one slot with a REST Decide whose body never ends.
+// holds its one slot with a REST Decide whose body never ends. shardHome* and shardA* are the
+// model-sharded pair of shardSeed.
 type decider struct {
-	grpcAddr, httpAddr         string
-	shedGRPCAddr, shedHTTPAddr string
-	closedAddr                 string // a loopback port nobody listens on
+	grpcAddr, httpAddr           string
+	shedGRPCAddr, shedHTTPAddr   string
+	closedAddr                   string // a loopback port nobody listens on
+	shardHomeGRPC, shardHomeHTTP string
+	shardAGRPC, shardAHTTP       string
 }
 
 // env is what the suites read.
@@ -96,6 +118,10 @@ func (d decider) env() []string {
 		"SLUICE_CLIENTS_ADMIN_TOKEN="+adminToken,
 		"SLUICE_CLIENTS_VIEWER_TOKEN="+viewerToken,
 		"SLUICE_CLIENTS_MAX_TOKEN_IDS="+strconv.Itoa(maxTokenIDs),
+		"SLUICE_CLIENTS_SHARD_HOME="+d.shardHomeGRPC,
+		"SLUICE_CLIENTS_SHARD_HOME_HTTP=http://"+d.shardHomeHTTP,
+		"SLUICE_CLIENTS_SHARD_A="+d.shardAGRPC,
+		"SLUICE_CLIENTS_SHARD_A_HTTP=http://"+d.shardAHTTP,
 	)
 }
 
@@ -115,13 +141,17 @@ func startDecider(t *testing.T) decider {
 	dir := t.TempDir()
 	bin := proctest.BuildSluice(t, dir)
 	procs := proctest.NewSet(t, dir, proctest.Options{StopGrace: 5 * time.Second, TailLines: 80})
-	ports := proctest.FreePorts(t, 5)
+	ports := proctest.FreePorts(t, 9)
 	d := decider{
-		grpcAddr:     "127.0.0.1:" + strconv.Itoa(ports[0]),
-		httpAddr:     "127.0.0.1:" + strconv.Itoa(ports[1]),
-		closedAddr:   "127.0.0.1:" + strconv.Itoa(ports[2]),
-		shedGRPCAddr: "127.0.0.1:" + strconv.Itoa(ports[3]),
-		shedHTTPAddr: "127.0.0.1:" + strconv.Itoa(ports[4]),
+		grpcAddr:      "127.0.0.1:" + strconv.Itoa(ports[0]),
+		httpAddr:      "127.0.0.1:" + strconv.Itoa(ports[1]),
+		closedAddr:    "127.0.0.1:" + strconv.Itoa(ports[2]),
+		shedGRPCAddr:  "127.0.0.1:" + strconv.Itoa(ports[3]),
+		shedHTTPAddr:  "127.0.0.1:" + strconv.Itoa(ports[4]),
+		shardHomeGRPC: "127.0.0.1:" + strconv.Itoa(ports[5]),
+		shardHomeHTTP: "127.0.0.1:" + strconv.Itoa(ports[6]),
+		shardAGRPC:    "127.0.0.1:" + strconv.Itoa(ports[7]),
+		shardAHTTP:    "127.0.0.1:" + strconv.Itoa(ports[8]),
 	}
 	p := procs.Start(t, "decider", proctest.ChildEnv(), bin, "decider",
 		"-grpc-addr", d.grpcAddr, "-http-addr", d.httpAddr,
@@ -147,7 +177,32 @@ func startDecider(t *testing.T) decider {
 	var applied sluicev1.ApplyConfigResponse
 	api.Call(t, http.MethodPut, "/v1/admin/config", &sluicev1.ApplyConfigRequest{Document: seed}, &applied)
 	t.Logf("decider on grpc %s, http %s; seeded config version %d", d.grpcAddr, d.httpAddr, applied.GetVersion())
+	startShards(t, procs, bin, d)
 	return d
+}
+
+// startShards runs shardSeed's pair on a Postgres schema of its own: the unsharded decider
+// first (a sharded one refuses to start on a configuration without its shard), seeded through
+// its admin API, then shard a's. Both follow the store, so a suite's ApplyConfig reaches both.
+func startShards(t *testing.T, procs *proctest.Set, bin string, d decider) {
+	t.Helper()
+	dsn := pgtest.SchemaDSN(t)
+	common := []string{"-postgres-dsn", dsn, "-config-snapshot", "-",
+		"-decide-token", decideToken, "-admin-token", adminToken, "-viewer-token", viewerToken,
+		"-probe-interval", "0", "-trust-new-engines", "-breaker-failures", "0",
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}
+	quick := &http.Client{Timeout: 5 * time.Second}
+	home := procs.Start(t, "decider-shard-home", proctest.ChildEnv(), bin,
+		append([]string{"decider", "-grpc-addr", d.shardHomeGRPC, "-http-addr", d.shardHomeHTTP}, common...)...)
+	proctest.WaitHTTP(t, quick, home, "http://"+d.shardHomeHTTP+"/readyz", 30*time.Second)
+	api := proctest.Decider{Addr: d.shardHomeHTTP, Token: adminToken, Client: quick}
+	var applied sluicev1.ApplyConfigResponse
+	api.Call(t, http.MethodPut, "/v1/admin/config",
+		&sluicev1.ApplyConfigRequest{Document: strings.Replace(shardSeed, "SHARD_A_GRPC", d.shardAGRPC, 1)}, &applied)
+	a := procs.Start(t, "decider-shard-a", proctest.ChildEnv(), bin,
+		append([]string{"decider", "-shard", "a", "-grpc-addr", d.shardAGRPC, "-http-addr", d.shardAHTTP}, common...)...)
+	proctest.WaitHTTP(t, quick, a, "http://"+d.shardAHTTP+"/readyz", 30*time.Second)
+	t.Logf("sharded deciders: unsharded on grpc %s, shard a on grpc %s; config version %d", d.shardHomeGRPC, d.shardAGRPC, applied.GetVersion())
 }
 
 // run runs a suite's command in dir, its output in the test log; it fails the test when the

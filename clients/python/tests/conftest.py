@@ -33,6 +33,11 @@ class Env:
         self.admin_token = _env("SLUICE_CLIENTS_ADMIN_TOKEN")
         self.viewer_token = _env("SLUICE_CLIENTS_VIEWER_TOKEN")
         self.max_token_ids = int(_env("SLUICE_CLIENTS_MAX_TOKEN_IDS"))
+        # The model-sharded pair (tests/clients shardSeed): an unsharded decider and shard a's.
+        self.shard_home = _env("SLUICE_CLIENTS_SHARD_HOME")
+        self.shard_home_http = _env("SLUICE_CLIENTS_SHARD_HOME_HTTP")
+        self.shard_a = _env("SLUICE_CLIENTS_SHARD_A")
+        self.shard_a_http = _env("SLUICE_CLIENTS_SHARD_A_HTTP")
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,7 @@ export declare const Reason: {
     readonly ENGINE_EXISTS: "ENGINE_EXISTS";
     readonly ENGINE_MISSING: "ENGINE_MISSING";
     readonly ENGINE_ID_MISMATCH: "ENGINE_ID_MISMATCH";
+    readonly WRONG_SHARD: "WRONG_SHARD";
 };
 /** A reason the decider documents, or any other string a newer decider sends. */
 export type ReasonName = (typeof Reason)[keyof typeof Reason] | (string & {});
@@ -115,9 +116,25 @@ export declare class NotFoundError extends DeciderError {
 export declare class AlreadyExistsError extends DeciderError {
     name: string;
 }
-/** A write based on a stale version, or a read-only configuration. */
+/** A write based on a stale version, a read-only configuration, or a model of another shard. */
 export declare class FailedPreconditionError extends DeciderError {
     name: string;
+}
+/**
+ * This decider does not serve the model: another shard, or the unsharded deciders, does
+ * (reason WRONG_SHARD; docs/decisions.md, "Model-sharded deciders"). ShardedDecider follows
+ * it by itself when `deciders` is not empty.
+ */
+export declare class WrongShardError extends FailedPreconditionError {
+    name: string;
+    /** The refused model. */
+    get model(): string;
+    /** The shard that owns the model; "" for the unsharded deciders. */
+    get shard(): string;
+    /** The shard the refusing decider serves; "" when it is unsharded. */
+    get replicaShard(): string;
+    /** The owning shard's deciders (host:port of their gRPC ports) as configured; [] when none are listed. */
+    get deciders(): string[];
 }
 /** A write based on a stale version: `currentVersion` is the one to re-read. */
 export declare class VersionConflictError extends FailedPreconditionError {

@@ -13,3 +13,9 @@ export interface NodeTransportOptions {
 export declare function grpcTransport(baseUrl: string, opts?: NodeTransportOptions): Transport;
 /** nodeTransport speaks Connect or gRPC-Web to the decider's HTTP port over Node's http modules. */
 export declare function nodeTransport(baseUrl: string, protocol?: "connect" | "grpc-web", opts?: NodeTransportOptions): Transport;
+/**
+ * grpcShardTarget is ShardedDecider's `shardTarget` for Node: native gRPC to the address a
+ * shard lists (host:port of a decider's gRPC port), e.g.
+ * `new ShardedDecider(grpcTransport("http://localhost:7070"), { shardTarget: grpcShardTarget })`.
+ */
+export declare function grpcShardTarget(address: string): Transport;

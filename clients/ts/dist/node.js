@@ -13,3 +13,11 @@ export function nodeTransport(baseUrl, protocol = "connect", opts = {}) {
     const o = { baseUrl, useBinaryFormat: opts.binary ?? true, httpVersion: opts.httpVersion ?? "1.1" };
     return protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
 }
+/**
+ * grpcShardTarget is ShardedDecider's `shardTarget` for Node: native gRPC to the address a
+ * shard lists (host:port of a decider's gRPC port), e.g.
+ * `new ShardedDecider(grpcTransport("http://localhost:7070"), { shardTarget: grpcShardTarget })`.
+ */
+export function grpcShardTarget(address) {
+    return grpcTransport(`http://${address}`);
+}

@@ -58,6 +58,8 @@ export const Reason = {
   ENGINE_EXISTS: "ENGINE_EXISTS",
   ENGINE_MISSING: "ENGINE_MISSING",
   ENGINE_ID_MISMATCH: "ENGINE_ID_MISMATCH",
+  // Model-sharded deciders: FailedPrecondition.
+  WRONG_SHARD: "WRONG_SHARD",
 } as const;
 
 /** A reason the decider documents, or any other string a newer decider sends. */
@@ -195,9 +197,40 @@ export class NotFoundError extends DeciderError {
 export class AlreadyExistsError extends DeciderError {
   override name = "AlreadyExistsError";
 }
-/** A write based on a stale version, or a read-only configuration. */
+/** A write based on a stale version, a read-only configuration, or a model of another shard. */
 export class FailedPreconditionError extends DeciderError {
   override name = "FailedPreconditionError";
+}
+/**
+ * This decider does not serve the model: another shard, or the unsharded deciders, does
+ * (reason WRONG_SHARD; docs/decisions.md, "Model-sharded deciders"). ShardedDecider follows
+ * it by itself when `deciders` is not empty.
+ */
+export class WrongShardError extends FailedPreconditionError {
+  override name = "WrongShardError";
+
+  /** The refused model. */
+  get model(): string {
+    return this.metadata["model"] ?? "";
+  }
+
+  /** The shard that owns the model; "" for the unsharded deciders. */
+  get shard(): string {
+    return this.metadata["shard"] ?? "";
+  }
+
+  /** The shard the refusing decider serves; "" when it is unsharded. */
+  get replicaShard(): string {
+    return this.metadata["replica_shard"] ?? "";
+  }
+
+  /** The owning shard's deciders (host:port of their gRPC ports) as configured; [] when none are listed. */
+  get deciders(): string[] {
+    return (this.metadata["deciders"] ?? "")
+      .split(",")
+      .map((a) => a.trim())
+      .filter((a) => a !== "");
+  }
 }
 /** A write based on a stale version: `currentVersion` is the one to re-read. */
 export class VersionConflictError extends FailedPreconditionError {
@@ -257,6 +290,7 @@ const byCode: Partial<Record<Code, ErrorClass>> = {
 const byReason: Record<string, ErrorClass> = {
   [`${Code.InvalidArgument}/${Reason.CONFIG_INVALID}`]: ConfigInvalidError,
   [`${Code.FailedPrecondition}/${Reason.CONFIG_VERSION_CONFLICT}`]: VersionConflictError,
+  [`${Code.FailedPrecondition}/${Reason.WRONG_SHARD}`]: WrongShardError,
   [`${Code.ResourceExhausted}/${Reason.DECIDER_OVERLOADED}`]: OverloadedError,
   [`${Code.Unavailable}/${Reason.ADMISSION_REJECTED}`]: AdmissionRejectedError,
 };

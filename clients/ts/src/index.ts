@@ -6,7 +6,9 @@
 //   ... forward to the picked engine(s), then:
 //   await decider.release(resp.leaseId);
 //
-// Decider calls DeciderService, Admin calls AdminService; failures reject with DeciderError
+// Decider calls DeciderService, ShardedDecider the same routed by model among model-sharded
+// deciders (the shards list the decider serves, and WRONG_SHARD answers: WrongShardError),
+// Admin calls AdminService; failures reject with DeciderError
 // subclasses carrying the ErrorInfo reason, metadata, admission rejections, field violations
 // and retry hint. The generated messages are exported too (and under "@sluice/client/gen/...").
 
@@ -36,7 +38,9 @@ export {
   UnauthenticatedError,
   UnavailableError,
   VersionConflictError,
+  WrongShardError,
 } from "./errors.js";
+export { ShardedDecider, type ShardedDeciderOptions, shardRoutes } from "./shards.js";
 export type { CallOpts, ClientOptions } from "./transport.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 export * from "./gen/sluice/v1/decider_pb.js";

@@ -29,3 +29,12 @@ export function nodeTransport(
   const o = { baseUrl, useBinaryFormat: opts.binary ?? true, httpVersion: opts.httpVersion ?? "1.1" } as const;
   return protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
 }
+
+/**
+ * grpcShardTarget is ShardedDecider's `shardTarget` for Node: native gRPC to the address a
+ * shard lists (host:port of a decider's gRPC port), e.g.
+ * `new ShardedDecider(grpcTransport("http://localhost:7070"), { shardTarget: grpcShardTarget })`.
+ */
+export function grpcShardTarget(address: string): Transport {
+  return grpcTransport(`http://${address}`);
+}

@@ -7,7 +7,9 @@
         ...  # forward to resp.pick.plain.url
         d.release(resp.lease_id)
 
-Decider / AsyncDecider call DeciderService (Decide, Release); Admin / AsyncAdmin call
+Decider / AsyncDecider call DeciderService (Decide, Release); ShardedDecider /
+AsyncShardedDecider do the same routed by model among model-sharded deciders (the shards list
+the decider serves, and WRONG_SHARD answers: WrongShardError); Admin / AsyncAdmin call
 AdminService.
 Failures raise DeciderError subclasses carrying the ErrorInfo ``reason``, ``metadata``,
 ``current_version``, admission ``rejections``, ``field_violations`` and ``retry_after``.
@@ -38,8 +40,10 @@ from ._errors import (
     UnauthenticatedError,
     UnavailableError,
     VersionConflictError,
+    WrongShardError,
     role_name,
 )
+from ._shards import AsyncShardedDecider, ShardedDecider, shard_routes
 
 __all__ = [
     "DOMAIN",
@@ -48,6 +52,7 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncAdmin",
     "AsyncDecider",
+    "AsyncShardedDecider",
     "ConfigInvalidError",
     "DeadlineExceededError",
     "DecideRequest",
@@ -66,8 +71,11 @@ __all__ = [
     "Reason",
     "Rejection",
     "ResourceExhaustedError",
+    "ShardedDecider",
     "UnauthenticatedError",
     "UnavailableError",
     "VersionConflictError",
+    "WrongShardError",
     "role_name",
+    "shard_routes",
 ]

@@ -65,6 +65,8 @@ class Reason:
     ENGINE_EXISTS: Final = "ENGINE_EXISTS"
     ENGINE_MISSING: Final = "ENGINE_MISSING"
     ENGINE_ID_MISMATCH: Final = "ENGINE_ID_MISMATCH"
+    # Model-sharded deciders: FAILED_PRECONDITION.
+    WRONG_SHARD: Final = "WRONG_SHARD"
 
 
 _ROLE_NAMES: Final[dict[int, str]] = {
@@ -186,11 +188,42 @@ class AlreadyExistsError(DeciderError):
 
 
 class FailedPreconditionError(DeciderError):
-    """A write based on a stale version, or a read-only configuration (HTTP 400/409)."""
+    """A write based on a stale version, a read-only configuration, or a model of another shard."""
 
 
 class VersionConflictError(FailedPreconditionError):
     """A write based on a stale version: ``current_version`` is the one to re-read."""
+
+
+class WrongShardError(FailedPreconditionError):
+    """This decider does not serve the model: another shard (or the unsharded deciders) does.
+
+    Raised for reason WRONG_SHARD (docs/decisions.md, "Model-sharded deciders"). ``shard`` is the
+    owning shard ("" when the model belongs to no shard: send it to an unsharded decider),
+    ``deciders`` that shard's gRPC host:port as the configuration lists them (empty when it
+    lists none), ``replica_shard`` the refusing decider's own shard ("" when unsharded).
+    :class:`ShardedDecider` follows it by itself when ``deciders`` is not empty.
+    """
+
+    @property
+    def model(self) -> str:
+        """The refused model."""
+        return self.metadata.get("model", "")
+
+    @property
+    def shard(self) -> str:
+        """The shard that owns the model; "" for the unsharded deciders."""
+        return self.metadata.get("shard", "")
+
+    @property
+    def replica_shard(self) -> str:
+        """The shard the refusing decider serves; "" when it is unsharded."""
+        return self.metadata.get("replica_shard", "")
+
+    @property
+    def deciders(self) -> tuple[str, ...]:
+        """The owning shard's deciders (host:port of their gRPC ports), in configuration order."""
+        return tuple(a.strip() for a in self.metadata.get("deciders", "").split(",") if a.strip())
 
 
 class UnauthenticatedError(DeciderError):
@@ -244,6 +277,7 @@ _BY_CODE: Final[dict[grpc.StatusCode, type[DeciderError]]] = {
 _BY_REASON: Final[dict[tuple[grpc.StatusCode, str], type[DeciderError]]] = {
     (grpc.StatusCode.INVALID_ARGUMENT, Reason.CONFIG_INVALID): ConfigInvalidError,
     (grpc.StatusCode.FAILED_PRECONDITION, Reason.CONFIG_VERSION_CONFLICT): VersionConflictError,
+    (grpc.StatusCode.FAILED_PRECONDITION, Reason.WRONG_SHARD): WrongShardError,
     (grpc.StatusCode.RESOURCE_EXHAUSTED, Reason.DECIDER_OVERLOADED): OverloadedError,
     (grpc.StatusCode.UNAVAILABLE, Reason.ADMISSION_REJECTED): AdmissionRejectedError,
 }
