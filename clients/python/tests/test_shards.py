@@ -143,3 +143,15 @@ async def test_async_twin(env: Env) -> None:
         resp = await d.decide("a-py", 10)
         assert await d.release(resp.lease_id) is True
     assert wrong_shard_refusals(env, "a") == before + 1
+
+
+def test_map_token_empty_reads_a_decider_without_admin_tokens(env: Env, shed_env: tuple[str, str]) -> None:
+    # The shedding decider has a decide token and no admin or viewer token: its admin reads are
+    # open to calls without a token, and refused to the decide token.
+    shed_grpc, _ = shed_env
+    with ShardedDecider(shed_grpc, token=env.decide_token, map_token="", timeout=5.0) as d:
+        assert d.dry_run("chat", 10).bucket_id == "chat"
+        assert d.shard_map_version >= 1
+    with ShardedDecider(shed_grpc, token=env.decide_token, timeout=5.0) as d:
+        assert d.dry_run("chat", 10).bucket_id == "chat"
+        assert d.shard_map_version == 0

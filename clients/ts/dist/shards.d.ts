@@ -11,7 +11,10 @@ export interface ShardedDeciderOptions extends DeciderOptions {
      * the address itself.
      */
     shardTarget: (address: string) => string | Transport;
-    /** The token the shards list is read with (AdminService.GetConfig: a viewer or admin token when the decider has any). Default: token. */
+    /**
+     * The token the shards list is read with (AdminService.GetConfig): a viewer or admin token when
+     * the decider has any, "" for none when it has none. Default: token.
+     */
     mapToken?: string;
     /** How often the shards list is read again, in ms; 0 never reads it (WRONG_SHARD answers alone route). Default 30000. */
     refreshIntervalMs?: number;

@@ -199,12 +199,12 @@ class ShardedDecider(_Sharded):
 
     ``target`` is any decider (host:port of its gRPC port); models that no shard with listed
     ``deciders`` owns go there. The shards list is read from it (AdminService.GetConfig, with
-    ``map_token``, else ``token``) at the first call and again every ``refresh_interval``
+    ``map_token``, else ``token``: a viewer or admin token when the decider has any, "" for no
+    token when it has none) at the first call and again every ``refresh_interval``
     seconds (in the background, after a call finds it due; 0: never), and each model of a shard
     that lists ``deciders`` is sent straight to them, round robin. A WRONG_SHARD answer naming
     deciders routes the model there too and the call is sent once more, so a model moved since
-    the last read, or a map the token may not read (GetConfig needs a viewer or admin token when
-    the decider has any), costs one extra round trip; a refusal that names none raises
+    the last read, or a map the token may not read, costs one extra round trip; a refusal that names none raises
     :class:`WrongShardError`. Release goes to the replica that granted the lease. The other
     arguments are :class:`Decider`'s and apply to every decider dialed. Safe for concurrent use
     from threads.
@@ -231,7 +231,7 @@ class ShardedDecider(_Sharded):
         if not target:
             raise ValueError("ShardedDecider: target (host:port of any decider's gRPC port) is required")
         self._routes: _Routes[Decider] = _Routes(Decider(target, **kw), lambda addr: Decider(addr, **kw))
-        self._admin = Admin(target, token=map_token or token, timeout=timeout, credentials=credentials, options=options)
+        self._admin = Admin(target, token=token if map_token is None else map_token, timeout=timeout, credentials=credentials, options=options)
         self._thread: threading.Thread | None = None
 
     def route_of(self, model: str) -> tuple[str, ...]:
@@ -343,7 +343,7 @@ class AsyncShardedDecider(_Sharded):
         if not target:
             raise ValueError("AsyncShardedDecider: target (host:port of any decider's gRPC port) is required")
         self._routes: _Routes[AsyncDecider] = _Routes(AsyncDecider(target, **kw), lambda addr: AsyncDecider(addr, **kw))
-        self._admin = AsyncAdmin(target, token=map_token or token, timeout=timeout, credentials=credentials, options=options)
+        self._admin = AsyncAdmin(target, token=token if map_token is None else map_token, timeout=timeout, credentials=credentials, options=options)
         self._task: asyncio.Task[None] | None = None
 
     def route_of(self, model: str) -> tuple[str, ...]:
