@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/sluicehq/sluice/components/zmqdial"
 )
 
 // maxReplayBatches bounds one replay answer (vLLM buffers 10,000 batches by default).
@@ -33,7 +34,12 @@ func (r zmqReplayer) replay(ctx context.Context, endpoint string, from uint64) (
 	sock := zmq4.NewDealer(ctx, zmq4.WithLogger(slog.NewLogLogger(r.logger.Handler(), slog.LevelDebug)),
 		zmq4.WithDialerRetry(100*time.Millisecond), zmq4.WithDialerMaxRetries(-1))
 	defer sock.Close()
-	if err := dialBounded(ctx, sock, endpoint); err != nil {
+	// The handshake is bounded too (zmqdial): a replay socket that accepts and never greets
+	// fails this replay in time instead of stalling the rank's live stream behind it.
+	if err := zmqdial.Bounded(ctx, sock, endpoint); err != nil {
+		if errors.Is(err, zmqdial.ErrNoGreeting) {
+			err = fmt.Errorf("%w (a stopped engine, or an endpoint that is not the engine's ZMQ replay socket: check kv_replay_endpoint)", err)
+		}
 		return nil, fmt.Errorf("dial replay socket %s: %w", endpoint, err)
 	}
 	req := make([]byte, 8)
@@ -63,52 +69,3 @@ func (r zmqReplayer) replay(ctx context.Context, endpoint string, from uint64) (
 		}
 	}
 }
-
-// stuckDials holds the endpoints whose last dial is still waiting for the peer's ZMTP greeting.
-var stuckDials sync.Map
-
-// errNoGreeting is dialBounded's error for a peer that took the TCP connection and did not greet.
-var errNoGreeting = errors.New("the peer accepted the connection but sent no ZMTP greeting in time " +
-	"(a stopped engine, or an endpoint that is not the engine's ZMQ replay socket: check kv_replay_endpoint)")
-
-// dialBounded dials sock to endpoint and gives up when ctx ends. zmq4 bounds the TCP connect by
-// the socket's context but not the ZMTP handshake after it, so a peer that accepts the
-// connection and never greets would hold Dial — and the replay, and with it the rank's live
-// stream waiting behind the replay — for as long as it keeps the connection open. The dial runs
-// on its own goroutine; when ctx ends first the caller gets errNoGreeting and closes sock. The
-// abandoned goroutine ends when the peer greets or closes; until then later dials to the same
-// endpoint fail at once, so a silent peer holds at most one goroutine and connection.
-func dialBounded(ctx context.Context, sock zmq4.Socket, endpoint string) error {
-	if _, stuck := stuckDials.Load(endpoint); stuck {
-		return fmt.Errorf("an earlier dial is still waiting: %w", errNoGreeting)
-	}
-	done := make(chan error, 1)
-	go func() { done <- sock.Dial(endpoint) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	// zmq4's connect retries end with ctx within one retry pause (100 ms here); a dial still
-	// running after that is in the handshake.
-	select {
-	case err := <-done:
-		if err != nil {
-			return err
-		}
-		return ctx.Err()
-	case <-time.After(dialRetryGrace):
-	}
-	stuckDials.Store(endpoint, struct{}{})
-	go func() {
-		if err := <-done; err == nil {
-			_ = sock.Close() // the caller closed it before this late connection joined it
-		}
-		stuckDials.Delete(endpoint)
-	}()
-	return errNoGreeting
-}
-
-// dialRetryGrace is how long dialBounded waits, once ctx has ended, for zmq4's connect retries to
-// notice: longer than the replay socket's retry pause.
-const dialRetryGrace = 250 * time.Millisecond

@@ -1,12 +1,10 @@
 package enginelink_test
 
 import (
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/silentpeer"
 	"github.com/sluicehq/sluice/services/enginelink"
 )
 
@@ -46,36 +44,10 @@ func TestReplayFromASilentPeerDoesNotStallTheStream(t *testing.T) {
 	}
 }
 
-// silentListener accepts TCP connections and never writes to them; it holds each one open
-// until the test ends. It returns the endpoint and a count of the connections taken.
+// silentListener is a silent peer (internal/silentpeer) held until the test ends: its endpoint
+// and a count of the connections taken.
 func silentListener(t *testing.T) (string, func() int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n atomic.Int64
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "tcp://" + ln.Addr().String(), n.Load
+	p := silentpeer.Listen(t)
+	return p.Endpoint, p.Accepted
 }

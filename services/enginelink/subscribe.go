@@ -2,12 +2,16 @@ package enginelink
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/sluicehq/sluice/components/zmqdial"
 )
 
 // item is what a rank feeder receives: a live batch, or a request to resynchronise after the
@@ -48,27 +52,49 @@ func zmqLogger(l *slog.Logger) zmq4.Option {
 	return zmq4.WithLogger(slog.NewLogLogger(l.Handler(), slog.LevelDebug))
 }
 
+// kvDialTimeout bounds one dial of a rank's KV publisher, the ZMTP handshake included
+// (zmqdial): a publisher that takes the connection and never greets is given up on and
+// redialled, instead of holding the rank's subscriber — and the link's shutdown — in Dial.
+var kvDialTimeout = 5 * time.Second
+
+// maxKVRedial caps the pause between two failed dials of a KV publisher: an engine that comes
+// (back) up is subscribed to within it.
+const maxKVRedial = 500 * time.Millisecond
+
 // subscribeRank dials one DP rank's publisher and feeds its batches to out until ctx ends,
 // reconnecting with backoff when the connection drops (an engine restart closes it). Every
 // (re)connection asks the feeder to resync, so what the engine published meanwhile is replayed.
+// Each dial is one connect attempt and handshake bounded by kvDialTimeout; the loop owns the
+// retries, and logs a failing endpoint at most once per logEvery.
 func (l *Link) subscribeRank(ctx context.Context, id string, rank int, endpoint string, out chan<- item) {
 	logger := l.logger.With(slog.String("engine_id", id), slog.Int("dp_rank", rank), slog.String("endpoint", endpoint))
 	connected := l.m.kvConnected.WithLabelValues(id)
 	backoff := 100 * time.Millisecond
+	var failing throttle
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(ctx)
-		sub := zmq4.NewSub(sctx, zmqLogger(logger), zmq4.WithDialerRetry(500*time.Millisecond), zmq4.WithDialerMaxRetries(-1))
+		sub := zmq4.NewSub(sctx, zmqLogger(logger), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(kvDialTimeout))
 		_ = sub.SetOption(zmq4.OptionSubscribe, "") // cannot fail before the socket has peers
-		if err := sub.Dial(endpoint); err != nil {
+		dctx, dcancel := context.WithTimeout(sctx, kvDialTimeout)
+		err := zmqdial.Bounded(dctx, sub, endpoint)
+		dcancel()
+		if err != nil {
 			_ = sub.Close()
 			cancel()
 			if ctx.Err() == nil {
-				logger.Warn("cannot connect to the engine's KV publisher; retrying", slog.Any("error", err))
+				if ok, held := failing.allow(time.Now()); ok {
+					if errors.Is(err, zmqdial.ErrNoGreeting) {
+						err = fmt.Errorf("%w within %v (a wedged engine, or a kv_events_endpoint that is not the engine's ZMQ PUB socket)", err, kvDialTimeout)
+					}
+					logger.Warn("cannot connect to the engine's KV publisher; retrying", slog.Any("error", err),
+						slog.Duration("every", maxKVRedial), slog.Int("failures_not_logged", held))
+				}
 				sleep(ctx, backoff)
-				backoff = min(2*backoff, 5*time.Second)
+				backoff = min(2*backoff, maxKVRedial)
 			}
 			continue
 		}
+		failing = throttle{}
 		backoff = 100 * time.Millisecond
 		connected.Inc()
 		logger.Info("subscribed to the engine's KV events")

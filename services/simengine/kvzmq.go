@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluicehq/sluice/components/zmqdial"
 	"github.com/sluicehq/sluice/services/simengine/engine"
 )
 
@@ -224,7 +225,7 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 		opts := []zmq4.Option{zmq4.WithLogger(zlog)}
 		if !bind {
 			// One dial attempt per socket: keepConnected owns the retries.
-			opts = append(opts, zmq4.WithDialerMaxRetries(0))
+			opts = append(opts, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(pubDialTimeout))
 		}
 		pub := zmq4.NewPub(sctx, opts...)
 		if err := pub.SetOption(zmq4.OptionHWM, kvEventsHWM); err != nil {
@@ -289,6 +290,11 @@ func (p *zmqKVPublisher) Run(ctx context.Context) error {
 	}
 }
 
+// pubDialTimeout bounds one dial of a connecting PUB, the ZMTP handshake included
+// (zmqdial): a subscriber that takes the connection and never greets is given up on and
+// redialled, instead of holding keepConnected — and the sim's shutdown — in Dial.
+var pubDialTimeout = 5 * time.Second
+
 // Redialling of a connecting PUB (keepConnected).
 const (
 	// redialInterval separates two dial attempts, as libzmq's ZMQ_RECONNECT_IVL (100 ms).
@@ -309,8 +315,9 @@ const (
 // connection needs (go-zeromq/zmq4 #124). Here each attempt is a fresh socket dialled once;
 // the connected one replaces the publishing socket, and when its subscriptions vanish (zmq4
 // drops a closed connection and its subscriptions) or never arrive within subscribeGrace, it
-// is replaced by the next attempt. Batches published between two connections are lost, as
-// from any PUB without a subscriber.
+// is replaced by the next attempt. Each dial, handshake included, is bounded by pubDialTimeout
+// (zmqdial.Bounded), so a subscriber that accepts and never greets cannot hold the loop.
+// Batches published between two connections are lost, as from any PUB without a subscriber.
 func (p *zmqKVPublisher) keepConnected(ctx context.Context, newPub func() (zmq4.Socket, error)) error {
 	p.logger.Info("connecting KV-event PUB to its subscriber", slog.String("endpoint", p.endpoint))
 	failing := false
@@ -319,7 +326,10 @@ func (p *zmqKVPublisher) keepConnected(ctx context.Context, newPub func() (zmq4.
 		if err != nil {
 			return err
 		}
-		if err := pub.Dial(p.endpoint); err != nil {
+		dctx, dcancel := context.WithTimeout(ctx, pubDialTimeout)
+		err = zmqdial.Bounded(dctx, pub, p.endpoint)
+		dcancel()
+		if err != nil {
 			_ = pub.Close()
 			if !failing {
 				p.logger.Info("KV-event subscriber not reachable; redialling", slog.String("endpoint", p.endpoint),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/components/kvwire"
+	"github.com/sluicehq/sluice/internal/silentpeer"
 	"github.com/sluicehq/sluice/state/kvevents"
 )
 
@@ -374,5 +376,68 @@ func TestKVEventsRedialAfterAFailedHandshake(t *testing.T) {
 	post(t, base+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 1})
 	if m := receiveEvents(t, sub, 1)[0]; m.batch.Events[0].Stored == nil {
 		t.Errorf("first event %+v, want the stored block", m.batch.Events[0])
+	}
+}
+
+// TestKVEventsDialOfASilentSubscriber points connecting sims at ports that accept the
+// connection and never send a ZMTP greeting (a wedged subscriber, whose kernel still completes
+// the TCP handshake; a -kv-events-endpoint naming some other port). Each dial gives up within
+// pubDialTimeout instead of holding keepConnected in Dial: the silent peer is given one
+// connection at a time, the real subscriber that binds the port once the silent one goes away
+// gets the stream, and a sim whose subscriber is still silent stops when asked. The old code
+// waited in Dial for the greeting, and its Run did not return.
+func TestKVEventsDialOfASilentSubscriber(t *testing.T) {
+	defer func(d time.Duration) { pubDialTimeout = d }(pubDialTimeout)
+	pubDialTimeout = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	moved, still := silentpeer.Listen(t), silentpeer.Listen(t)
+	cfg := zmqConfig(KVEventsVLLM)
+	cfg.KVEventsEndpoint = moved.Endpoint
+	s, base := start(t, cfg)
+	cfg.KVEventsEndpoint = still.Endpoint
+	stuck, err := New(slog.New(slog.DiscardHandler), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- stuck.Run(sctx) }()
+
+	for moved.Accepted() < 1 || still.Accepted() < 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the sims did not dial their silent subscribers")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // several dial bounds and redials
+	if n := still.Accepted(); n != 1 {
+		t.Errorf("the silent peer took %d connections, want 1: a dial must not open another while an earlier one still waits for the greeting", n)
+	}
+
+	moved.HangUp()
+	sub := zmq4.NewSub(ctx)
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Listen(moved.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(ctx, t, s, 0)
+	post(t, base+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4}, "max_tokens": 1})
+	if m := receiveEvents(t, sub, 1)[0]; m.batch.Events[0].Stored == nil {
+		t.Errorf("first event %+v, want the stored block", m.batch.Events[0])
+	}
+
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancellation: the PUB dial to the silent subscriber still waits for its greeting")
 	}
 }
