@@ -76,8 +76,8 @@ buckets:
 `
 
 // shardSeed is the configuration of the model-sharded pair (ShardedDecider, WRONG_SHARD): an
-// unsharded decider ("home") and a decider of shard a, on one Postgres schema of their own.
-// Shard a lists its decider, shard b lists none and has no replica; un-* belong to no shard.
+// unsharded decider ("home") and two deciders of shard a, on one Postgres schema of their own.
+// Shard a lists both (a lease lives on the one that granted it), shard b lists none and has no replica; un-* belong to no shard.
 // Each suite has its own models (-py, -ts), and move-* is the one its suite moves out of shard a.
 const shardSeed = `
 workers:
@@ -90,20 +90,21 @@ buckets:
         worker_ids: [sh-1]
         policy: {type: round_robin}
 shards:
-  - {id: a, models: [a-py, a-ts, move-py, move-ts], deciders: ["SHARD_A_GRPC"]}
+  - {id: a, models: [a-py, a-ts, move-py, move-ts], deciders: ["SHARD_A_GRPC", "SHARD_A2_GRPC"]}
   - {id: b, models: [b-only]}
 `
 
 // decider is the running decider the suites are pointed at, and a second one that sheds every
 // Decide beyond one in progress (-max-concurrent-decides 1), for the overload tests: a suite
-// holds its one slot with a REST Decide whose body never ends. shardHome* and shardA* are the
-// model-sharded pair of shardSeed.
+// holds its one slot with a REST Decide whose body never ends. shardHome*, shardA* and shardA2* are
+// the model-sharded deciders of shardSeed.
 type decider struct {
 	grpcAddr, httpAddr           string
 	shedGRPCAddr, shedHTTPAddr   string
 	closedAddr                   string // a loopback port nobody listens on
 	shardHomeGRPC, shardHomeHTTP string
 	shardAGRPC, shardAHTTP       string
+	shardA2GRPC, shardA2HTTP     string
 }
 
 // env is what the suites read.
@@ -122,6 +123,8 @@ func (d decider) env() []string {
 		"SLUICE_CLIENTS_SHARD_HOME_HTTP=http://"+d.shardHomeHTTP,
 		"SLUICE_CLIENTS_SHARD_A="+d.shardAGRPC,
 		"SLUICE_CLIENTS_SHARD_A_HTTP=http://"+d.shardAHTTP,
+		"SLUICE_CLIENTS_SHARD_A2="+d.shardA2GRPC,
+		"SLUICE_CLIENTS_SHARD_A2_HTTP=http://"+d.shardA2HTTP,
 	)
 }
 
@@ -141,7 +144,7 @@ func startDecider(t *testing.T) decider {
 	dir := t.TempDir()
 	bin := proctest.BuildSluice(t, dir)
 	procs := proctest.NewSet(t, dir, proctest.Options{StopGrace: 5 * time.Second, TailLines: 80})
-	ports := proctest.FreePorts(t, 9)
+	ports := proctest.FreePorts(t, 11)
 	d := decider{
 		grpcAddr:      "127.0.0.1:" + strconv.Itoa(ports[0]),
 		httpAddr:      "127.0.0.1:" + strconv.Itoa(ports[1]),
@@ -152,6 +155,8 @@ func startDecider(t *testing.T) decider {
 		shardHomeHTTP: "127.0.0.1:" + strconv.Itoa(ports[6]),
 		shardAGRPC:    "127.0.0.1:" + strconv.Itoa(ports[7]),
 		shardAHTTP:    "127.0.0.1:" + strconv.Itoa(ports[8]),
+		shardA2GRPC:   "127.0.0.1:" + strconv.Itoa(ports[9]),
+		shardA2HTTP:   "127.0.0.1:" + strconv.Itoa(ports[10]),
 	}
 	p := procs.Start(t, "decider", proctest.ChildEnv(), bin, "decider",
 		"-grpc-addr", d.grpcAddr, "-http-addr", d.httpAddr,
@@ -183,7 +188,7 @@ func startDecider(t *testing.T) decider {
 
 // startShards runs shardSeed's pair on a Postgres schema of its own: the unsharded decider
 // first (a sharded one refuses to start on a configuration without its shard), seeded through
-// its admin API, then shard a's. Both follow the store, so a suite's ApplyConfig reaches both.
+// its admin API, then shard a's two. All follow the store, so a suite's ApplyConfig reaches both.
 func startShards(t *testing.T, procs *proctest.Set, bin string, d decider) {
 	t.Helper()
 	dsn := pgtest.SchemaDSN(t)
@@ -198,11 +203,14 @@ func startShards(t *testing.T, procs *proctest.Set, bin string, d decider) {
 	api := proctest.Decider{Addr: d.shardHomeHTTP, Token: adminToken, Client: quick}
 	var applied sluicev1.ApplyConfigResponse
 	api.Call(t, http.MethodPut, "/v1/admin/config",
-		&sluicev1.ApplyConfigRequest{Document: strings.Replace(shardSeed, "SHARD_A_GRPC", d.shardAGRPC, 1)}, &applied)
-	a := procs.Start(t, "decider-shard-a", proctest.ChildEnv(), bin,
-		append([]string{"decider", "-shard", "a", "-grpc-addr", d.shardAGRPC, "-http-addr", d.shardAHTTP}, common...)...)
-	proctest.WaitHTTP(t, quick, a, "http://"+d.shardAHTTP+"/readyz", 30*time.Second)
-	t.Logf("sharded deciders: unsharded on grpc %s, shard a on grpc %s; config version %d", d.shardHomeGRPC, d.shardAGRPC, applied.GetVersion())
+		&sluicev1.ApplyConfigRequest{Document: strings.NewReplacer("SHARD_A_GRPC", d.shardAGRPC, "SHARD_A2_GRPC", d.shardA2GRPC).Replace(shardSeed)}, &applied)
+	for i, addr := range [][2]string{{d.shardAGRPC, d.shardAHTTP}, {d.shardA2GRPC, d.shardA2HTTP}} {
+		a := procs.Start(t, "decider-shard-a"+strconv.Itoa(i+1), proctest.ChildEnv(), bin,
+			append([]string{"decider", "-shard", "a", "-grpc-addr", addr[0], "-http-addr", addr[1]}, common...)...)
+		proctest.WaitHTTP(t, quick, a, "http://"+addr[1]+"/readyz", 30*time.Second)
+	}
+	t.Logf("sharded deciders: unsharded on grpc %s, shard a on grpc %s and %s; config version %d",
+		d.shardHomeGRPC, d.shardAGRPC, d.shardA2GRPC, applied.GetVersion())
 }
 
 // run runs a suite's command in dir, its output in the test log; it fails the test when the

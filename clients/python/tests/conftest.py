@@ -33,11 +33,15 @@ class Env:
         self.admin_token = _env("SLUICE_CLIENTS_ADMIN_TOKEN")
         self.viewer_token = _env("SLUICE_CLIENTS_VIEWER_TOKEN")
         self.max_token_ids = int(_env("SLUICE_CLIENTS_MAX_TOKEN_IDS"))
-        # The model-sharded pair (tests/clients shardSeed): an unsharded decider and shard a's.
+        # The model-sharded deciders (tests/clients shardSeed): an unsharded one and shard a's
+        # two, listed in this order under shard a's deciders.
         self.shard_home = _env("SLUICE_CLIENTS_SHARD_HOME")
         self.shard_home_http = _env("SLUICE_CLIENTS_SHARD_HOME_HTTP")
         self.shard_a = _env("SLUICE_CLIENTS_SHARD_A")
         self.shard_a_http = _env("SLUICE_CLIENTS_SHARD_A_HTTP")
+        self.shard_a2 = _env("SLUICE_CLIENTS_SHARD_A2")
+        self.shard_a2_http = _env("SLUICE_CLIENTS_SHARD_A2_HTTP")
+        self.shard_a_deciders = (self.shard_a, self.shard_a2)
 
 
 @pytest.fixture(scope="session")

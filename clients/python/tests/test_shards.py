@@ -1,8 +1,9 @@
 """WRONG_SHARD and ShardedDecider against real model-sharded deciders.
 
-tests/clients runs an unsharded decider ("home") and a decider of shard a on one Postgres
-store (shardSeed): a-py and move-py belong to shard a, which lists its decider; b-only to
-shard b, which lists none; un-py to no shard.
+tests/clients runs an unsharded decider ("home") and two deciders of shard a on one Postgres
+store (shardSeed): a-py and move-py belong to shard a, which lists both; b-only to shard b,
+which lists none; un-py to no shard. A lease lives on the replica that granted it, so a
+Release sent to the other one would answer False.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def test_wrong_shard_error_names_the_owner_and_its_deciders(env: Env) -> None:
         assert err.code == grpc.StatusCode.FAILED_PRECONDITION
         assert err.reason == Reason.WRONG_SHARD
         assert (err.model, err.shard, err.replica_shard) == ("a-py", "a", "")
-        assert err.deciders == (env.shard_a,)
-        assert env.shard_a in err.message
+        assert err.deciders == env.shard_a_deciders
+        assert env.shard_a in err.message and env.shard_a2 in err.message
         # Shard b lists no deciders: the error names the shard and no address.
         with pytest.raises(WrongShardError) as e:
             home.dry_run("b-only", 10)
@@ -60,7 +61,7 @@ def test_wrong_shard_error_names_the_owner_and_its_deciders(env: Env) -> None:
 def test_shard_routes_reads_the_shards_list(env: Env) -> None:
     with Admin(env.shard_home, token=env.viewer_token) as viewer:
         routes = shard_routes(viewer.get_config().document_json)
-    assert routes["a-py"] == (env.shard_a,)
+    assert routes["a-py"] == env.shard_a_deciders
     assert "b-only" not in routes and "un-py" not in routes
     assert shard_routes("{}") == {} and shard_routes('{"shards": [{"id": "x", "models": ["m"]}]}') == {}
 
@@ -68,12 +69,13 @@ def test_shard_routes_reads_the_shards_list(env: Env) -> None:
 def test_sharded_decider_routes_by_the_shard_map(env: Env) -> None:
     before = wrong_shard_refusals(env, "a")
     with ShardedDecider(env.shard_home, token=env.decide_token, map_token=env.viewer_token, timeout=5.0) as d:
-        for _ in range(3):
-            resp = d.decide("a-py", 10)
-            assert resp.pick.plain.engine_id == "sh-1"
-            # The lease lives on shard a's replica: released there, not on home.
-            assert d.release(resp.lease_id) is True
-        assert d.route_of("a-py") == (env.shard_a,)
+        leases = [d.decide("a-py", 10) for _ in range(3)]
+        assert {r.pick.plain.engine_id for r in leases} == {"sh-1"}
+        # Each lease lives on the shard a replica that granted it (round robin spread them over both;
+        # an odd count, so a Release sent round robin would miss every one):
+        # released there, not on the other one nor on home.
+        assert [d.release(r.lease_id) for r in leases] == [True] * 3
+        assert d.route_of("a-py") == env.shard_a_deciders
         assert d.shard_map_version >= 1
         resp = d.decide("un-py", 10)
         assert d.route_of("un-py") == ()
@@ -92,8 +94,8 @@ def test_sharded_decider_follows_wrong_shard_when_it_cannot_read_the_map(env: En
     with ShardedDecider(env.shard_home, token=env.decide_token, timeout=5.0) as d:
         leases = [d.decide("a-py", 10).lease_id for _ in range(3)]
         assert d.shard_map_version == 0
-        assert d.route_of("a-py") == (env.shard_a,)
-        assert [d.release(lease) for lease in leases] == [True, True, True]
+        assert d.route_of("a-py") == env.shard_a_deciders
+        assert [d.release(lease) for lease in leases] == [True] * 3
     assert wrong_shard_refusals(env, "a") == before + 1
 
 
@@ -102,7 +104,7 @@ def test_a_moved_model_follows_the_map(env: Env) -> None:
         env.shard_home, token=env.decide_token, map_token=env.viewer_token, timeout=5.0, refresh_interval=0.2
     ) as d, Admin(env.shard_home, token=env.admin_token) as admin:
         assert d.route_of("move-py") == () and d.dry_run("move-py", 10).bucket_id == "sharded"
-        assert d.route_of("move-py") == (env.shard_a,)
+        assert d.route_of("move-py") == env.shard_a_deciders
         cfg = admin.get_config()
         doc = json.loads(cfg.document_json)
         for shard in doc["shards"]:
@@ -130,9 +132,9 @@ def test_constructor_checks() -> None:
 async def test_async_twin(env: Env) -> None:
     before = wrong_shard_refusals(env, "a")
     async with AsyncShardedDecider(env.shard_home, token=env.decide_token, map_token=env.viewer_token, timeout=5.0) as d:
-        resp = await d.decide("a-py", 10)
-        assert d.route_of("a-py") == (env.shard_a,)
-        assert await d.release(resp.lease_id) is True
+        leases = [await d.decide("a-py", 10) for _ in range(3)]
+        assert d.route_of("a-py") == env.shard_a_deciders
+        assert [await d.release(r.lease_id) for r in leases] == [True] * 3
         resp = await d.decide("un-py", 10)
         assert await d.release(resp.lease_id) is True
         with pytest.raises(WrongShardError):

@@ -19,9 +19,13 @@ export const env = {
   adminToken: need("SLUICE_CLIENTS_ADMIN_TOKEN"),
   viewerToken: need("SLUICE_CLIENTS_VIEWER_TOKEN"),
   maxTokenIds: Number(need("SLUICE_CLIENTS_MAX_TOKEN_IDS")),
-  // The model-sharded pair (tests/clients shardSeed): an unsharded decider and shard a's.
+  // The model-sharded deciders (tests/clients shardSeed): an unsharded one and shard a's two,
+  // listed in this order under shard a's deciders.
   shardHome: need("SLUICE_CLIENTS_SHARD_HOME"), // host:port of its gRPC port
   shardHomeHttp: need("SLUICE_CLIENTS_SHARD_HOME_HTTP"),
   shardA: need("SLUICE_CLIENTS_SHARD_A"), // host:port, as the shards list names it
   shardAHttp: need("SLUICE_CLIENTS_SHARD_A_HTTP"),
+  shardA2: need("SLUICE_CLIENTS_SHARD_A2"),
+  shardA2Http: need("SLUICE_CLIENTS_SHARD_A2_HTTP"),
 };
+env.shardADeciders = [env.shardA, env.shardA2];

@@ -1,7 +1,8 @@
 // WRONG_SHARD and ShardedDecider against real model-sharded deciders: tests/clients runs an
-// unsharded decider ("home") and a decider of shard a on one Postgres store (shardSeed). a-ts
-// and move-ts belong to shard a, which lists its decider; b-only to shard b, which lists none;
-// un-ts to no shard.
+// unsharded decider ("home") and two deciders of shard a on one Postgres store (shardSeed).
+// a-ts and move-ts belong to shard a, which lists both; b-only to shard b, which lists none;
+// un-ts to no shard. A lease lives on the replica that granted it, so a Release sent to the
+// other one would answer false.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
@@ -40,8 +41,9 @@ const ways = {
   "connect (fetch), the address mapped to its HTTP port": {
     home: () => env.shardHomeHttp,
     shardTarget: (addr) => {
-      assert.equal(addr, env.shardA);
-      return env.shardAHttp;
+      const http = { [env.shardA]: env.shardAHttp, [env.shardA2]: env.shardA2Http }[addr];
+      assert.ok(http, `shardTarget(${addr}): not one of shard a's deciders`);
+      return http;
     },
   },
 };
@@ -54,7 +56,7 @@ describe("WrongShardError", () => {
     assert.equal(err.code, Code.FailedPrecondition);
     assert.equal(err.reason, Reason.WRONG_SHARD);
     assert.deepEqual([err.model, err.shard, err.replicaShard], ["a-ts", "a", ""]);
-    assert.deepEqual(err.deciders, [env.shardA]);
+    assert.deepEqual(err.deciders, env.shardADeciders);
     assert.match(err.message, /^FAILED_PRECONDITION WRONG_SHARD: /);
     const b = await wrongShard(home.dryRun({ model: "b-only", inputTokens: 10 }));
     assert.deepEqual([b.shard, b.deciders], ["b", []]);
@@ -66,7 +68,7 @@ describe("WrongShardError", () => {
   it("shardRoutes reads the shards list", async () => {
     const viewer = new Admin(env.shardHomeHttp, { token: env.viewerToken });
     const routes = shardRoutes((await viewer.getConfig()).documentJson);
-    assert.deepEqual(routes.get("a-ts"), [env.shardA]);
+    assert.deepEqual(routes.get("a-ts"), env.shardADeciders);
     assert.equal(routes.has("b-only"), false);
     assert.equal(routes.has("un-ts"), false);
     assert.equal(shardRoutes("{}").size, 0);
@@ -81,13 +83,19 @@ for (const [name, way] of Object.entries(ways)) {
     it("routes by the shard map: no call reaches the wrong shard", async () => {
       const before = await wrongShardRefusals("a");
       const d = new ShardedDecider(way.home(), { ...opts, mapToken: env.viewerToken });
+      const leases = [];
       for (let i = 0; i < 3; i++) {
         const resp = await d.decide({ model: "a-ts", inputTokens: 10 });
         assert.equal(resp.pick?.kind.value?.engineId, "sh-1");
-        // The lease lives on shard a's replica: released there, not on home.
-        assert.equal(await d.release(resp.leaseId), true);
+        leases.push(resp.leaseId);
       }
-      assert.deepEqual(d.routeOf("a-ts"), [env.shardA]);
+      // Each lease lives on the shard a replica that granted it (round robin spread them over both;
+      // an odd count, so a Release sent round robin would miss every one):
+      // released there, not on the other one nor on home.
+      for (const l of leases) {
+        assert.equal(await d.release(l), true);
+      }
+      assert.deepEqual(d.routeOf("a-ts"), env.shardADeciders);
       assert.ok(d.shardMapVersion >= 1n);
       const un = await d.decide({ model: "un-ts", inputTokens: 10 });
       assert.deepEqual(d.routeOf("un-ts"), []);
@@ -107,7 +115,7 @@ for (const [name, way] of Object.entries(ways)) {
       }
       assert.equal(d.shardMapVersion, 0n);
       assert.equal(d.shardMapFailing, true);
-      assert.deepEqual(d.routeOf("a-ts"), [env.shardA]);
+      assert.deepEqual(d.routeOf("a-ts"), env.shardADeciders);
       for (const l of leases) {
         assert.equal(await d.release(l), true);
       }
@@ -122,7 +130,7 @@ describe("ShardedDecider, a moved model", () => {
       token: env.decideToken, mapToken: env.viewerToken, timeoutMs: 5000, shardTarget: grpcShardTarget, refreshIntervalMs: 200,
     });
     assert.equal((await d.dryRun({ model: "move-ts", inputTokens: 10 })).bucketId, "sharded");
-    assert.deepEqual(d.routeOf("move-ts"), [env.shardA]);
+    assert.deepEqual(d.routeOf("move-ts"), env.shardADeciders);
     const admin = new Admin(env.shardHomeHttp, { token: env.adminToken });
     const cfg = await admin.getConfig();
     const doc = JSON.parse(cfg.documentJson);
