@@ -88,11 +88,12 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 		opt(&o)
 	}
 	sizes := limits.For(cfg.MaxTokenIDs)
-	// round_robin over every address the target resolves to (e.g. dns:///deciders:7070 or a
+	// Round robin over every address the target resolves to (e.g. dns:///deciders:7070 or a
 	// headless service): calls spread over the replicas, and a retry after a shed call lands
-	// on another one.
+	// on another one; each Release goes to the replica that granted its lease
+	// (deciderclient.LeaseAffinity).
 	conn, err := grpc.NewClient(cfg.DeciderAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`),
+		deciderclient.WithLeaseAffinity(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(sizes.MaxMessageBytes), grpc.MaxCallRecvMsgSize(sizes.MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("-decider-addr %s: %w", cfg.DeciderAddr, err)

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -81,16 +85,16 @@ buckets:
 // Each suite has its own models (-py, -ts), and move-* is the one its suite moves out of shard a.
 const shardSeed = `
 workers:
-  - {id: sh-1, url: "http://127.0.0.1:9", models: [un-py, un-ts, a-py, a-ts, move-py, move-ts, b-only], role: plain}
+  - {id: sh-1, url: "http://127.0.0.1:9", models: [un-py, un-ts, a-py, a-ts, a-go, move-py, move-ts, b-only], role: plain}
 buckets:
   - id: sharded
-    models: [un-py, un-ts, a-py, a-ts, move-py, move-ts, b-only]
+    models: [un-py, un-ts, a-py, a-ts, a-go, move-py, move-ts, b-only]
     groups:
       plain:
         worker_ids: [sh-1]
         policy: {type: round_robin}
 shards:
-  - {id: a, models: [a-py, a-ts, move-py, move-ts], deciders: ["SHARD_A_GRPC", "SHARD_A2_GRPC"]}
+  - {id: a, models: [a-py, a-ts, a-go, move-py, move-ts], deciders: ["SHARD_A_GRPC", "SHARD_A2_GRPC"]}
   - {id: b, models: [b-only]}
 `
 
@@ -276,6 +280,7 @@ func TestClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
+	t.Run("go", func(t *testing.T) { goShardedReleases(t, ctx, d) })
 	t.Run("python", func(t *testing.T) {
 		// Installed as a user installs it, from a copy of the source tree (setuptools builds in
 		// the tree, and a build/ left there could bring back removed modules), into a
@@ -292,4 +297,80 @@ func TestClients(t *testing.T) {
 		run(t, ctx, filepath.Join(root, "clients", "ts"), d.env(), node, "--test", "--test-concurrency=1", "--test-reporter=spec", "tests/")
 	})
 	t.Run("browser", func(t *testing.T) { runBrowser(t, ctx, root, d) })
+}
+
+// goShardedReleases: the Go client over shard a's two real deciders (a-go's route set up front,
+// then learned from a WRONG_SHARD) spreads Decide over both, and each Release reaches the
+// decider that granted its lease: every one is answered released: true. Releases go in the
+// reverse order, so a client that merely alternated replicas would not pair them up by chance.
+func goShardedReleases(t *testing.T, ctx context.Context, d decider) {
+	home, err := deciderclient.Dial(d.shardHomeGRPC, deciderclient.WithToken(decideToken), deciderclient.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer home.Close()
+	for _, how := range []string{"SetModelDeciders", "WRONG_SHARD"} {
+		s := deciderclient.NewSharded(home, deciderclient.WithToken(decideToken), deciderclient.WithTimeout(10*time.Second))
+		if how == "SetModelDeciders" {
+			if err := s.SetModelDeciders("a-go", []string{d.shardAGRPC, d.shardA2GRPC}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var leases []string
+		for range 32 {
+			resp, err := s.Decide(ctx, &sluicev1.DecideRequest{Model: "a-go", InputTokens: 16})
+			if err != nil {
+				t.Fatalf("%s: Decide(a-go): %v", how, err)
+			}
+			leases = append(leases, resp.GetLeaseId())
+		}
+		released := 0
+		for i := len(leases) - 1; i >= 0; i-- {
+			ok, err := s.Release(ctx, "a-go", leases[i], sluicev1.ReleaseOutcome_RELEASE_OUTCOME_SUCCESS)
+			if err != nil {
+				t.Fatalf("%s: Release: %v", how, err)
+			}
+			if ok {
+				released++
+			}
+		}
+		if released != len(leases) {
+			t.Errorf("%s: %d of %d releases answered released: true; want all, each on the decider that granted it", how, released, len(leases))
+		}
+		_ = s.Close()
+	}
+	for _, addr := range []string{d.shardAHTTP, d.shardA2HTTP} {
+		if n := decidesServed(t, addr); n == 0 {
+			t.Errorf("shard a's decider %s served no Decide; want both to take them", addr)
+		}
+	}
+}
+
+// decidesServed is the decider at httpAddr's count of Decide calls answered ok.
+func decidesServed(t *testing.T, httpAddr string) float64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s/metrics: %v", httpAddr, err)
+	}
+	var n float64
+	for _, m := range fams["sluice_decider_decisions_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" && l.GetValue() == "ok" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }

@@ -24,6 +24,10 @@ type Client struct {
 	rpc  sluicev1.DeciderServiceClient
 	conn *grpc.ClientConn // owned when Dial created it
 	o    options
+	// routed: the connection is a gRPC one, whose balancer may be LeaseAffinity; the
+	// replicas that granted its leases are remembered when it had a choice (balancer.go).
+	routed bool
+	leases leaseReplicas
 }
 
 type options struct {
@@ -74,12 +78,15 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), conn: conn, o: o}, nil
+	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), conn: conn, o: o, routed: true}, nil
 }
 
-// New returns a Client over an existing connection, which the caller keeps owning.
+// New returns a Client over an existing connection, which the caller keeps owning. When conn
+// is a *grpc.ClientConn using the LeaseAffinity balancer (WithLeaseAffinity), each Release
+// goes to the replica that granted its lease.
 func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
-	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), o: newOptions(opts)}
+	_, routed := conn.(*grpc.ClientConn)
+	return &Client{rpc: sluicev1.NewDeciderServiceClient(conn), o: newOptions(opts), routed: routed}
 }
 
 // Close closes the connection Dial opened; it is a no-op for New.
@@ -106,8 +113,16 @@ func (c *Client) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*slui
 	backoff := c.o.backoff
 	for attempt := 1; ; attempt++ {
 		actx, cancel := c.attemptCtx(ctx)
+		var route *replicaRoute
+		if c.routed {
+			route = &replicaRoute{}
+			actx = withRoute(actx, route)
+		}
 		resp, err := c.rpc.Decide(actx, req)
 		cancel()
+		if err == nil && route != nil && route.got != "" && resp.GetLeaseId() != "" {
+			c.leases.remember(resp.GetLeaseId(), route.got, leaseExpires(resp), time.Now())
+		}
 		if err == nil || attempt >= c.o.attempts || status.Code(err) != codes.Unavailable {
 			return resp, err
 		}
@@ -126,11 +141,24 @@ func (c *Client) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*slui
 func (c *Client) Release(ctx context.Context, leaseID string, outcome sluicev1.ReleaseOutcome, failedEngineIDs ...string) (bool, error) {
 	actx, cancel := c.attemptCtx(ctx)
 	defer cancel()
+	if c.routed {
+		if addr := c.leases.take(leaseID); addr != "" {
+			actx = withRoute(actx, &replicaRoute{want: addr})
+		}
+	}
 	resp, err := c.rpc.Release(actx, &sluicev1.ReleaseRequest{LeaseId: leaseID, Outcome: outcome, FailedEngineIds: failedEngineIDs})
 	if err != nil {
 		return false, err
 	}
 	return resp.GetReleased(), nil
+}
+
+// leaseExpires is when resp's lease expires, or in an hour when the decider did not say.
+func leaseExpires(resp *sluicev1.DecideResponse) time.Time {
+	if at := resp.GetLeaseExpiresAt(); at != nil {
+		return at.AsTime()
+	}
+	return time.Now().Add(time.Hour)
 }
 
 // Reason returns the machine-readable reason of a decider error (e.g. "NO_MATCHING_BUCKET",

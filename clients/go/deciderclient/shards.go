@@ -29,7 +29,7 @@ type Sharded struct {
 	opts  []Option
 	mu    sync.Mutex
 	model map[string]string  // model -> deciders key (sorted addresses, comma-separated)
-	conns map[string]*Client // deciders key -> client, round robin over the addresses
+	conns map[string]*Client // deciders key -> client, round robin over the addresses (LeaseAffinity)
 }
 
 // NewSharded routes models of unknown shard to home, which the caller keeps owning; opts
@@ -68,12 +68,12 @@ func (s *Sharded) clientLocked(key string) (*Client, error) {
 	r.InitialState(resolver.State{Addresses: addrs})
 	o := newOptions(s.opts)
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}]}`)}, o.dialOptions...)
+		WithLeaseAffinity()}, o.dialOptions...)
 	conn, err := grpc.NewClient(r.Scheme()+":///shard", dial...)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{rpc: sluicev1.NewDeciderServiceClient(conn), conn: conn, o: o}
+	c := &Client{rpc: sluicev1.NewDeciderServiceClient(conn), conn: conn, o: o, routed: true}
 	s.conns[key] = c
 	return c, nil
 }
@@ -111,7 +111,10 @@ func (s *Sharded) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*slu
 	return next.Decide(ctx, req)
 }
 
-// Release frees a lease Decide granted for model, on that model's deciders.
+// Release frees a lease Decide granted for model, on the replica of that model's deciders that
+// granted it (a replica's leases live in its own table). A lease granted before its model's
+// route changed is released on the new route and answered released: false; it expires by the
+// deciders' -lease-ttl.
 func (s *Sharded) Release(ctx context.Context, model, leaseID string, outcome sluicev1.ReleaseOutcome, failedEngineIDs ...string) (bool, error) {
 	return s.For(model).Release(ctx, leaseID, outcome, failedEngineIDs...)
 }
