@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -36,6 +37,8 @@ type KVIngester struct {
 	index   atomic.Pointer[indexBox]   // replaced only by a restore before Run
 	holders map[holderKey]*holderState // guarded by s.mu
 	stats   KVStats                    // guarded by s.mu
+
+	errs []error // Apply's results for one record, reused; guarded by s.mu
 
 	umu       sync.RWMutex
 	uncertain map[string]int // engine id -> uncertain ranks; guarded by umu
@@ -250,19 +253,27 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 		k.s.badRecord(string(e.Kind), p, offset, e)
 	}
 	base := Namespace{Model: rec.Model, LoRA: rec.LoRA, CacheSalt: rec.CacheSalt}
-	for i := range rec.Batch.Events {
-		ev := &rec.Batch.Events[i]
+	evs := rec.Batch.Events
+	// The index applies the record in one call where it can; the
+	// bookkeeping below then reads each event's result from errs.
+	bi, batched := idx.(batchIndex)
+	var errs []error
+	if batched {
+		errs = slices.Grow(k.errs[:0], len(evs))[:len(evs)]
+		bi.Apply(h, base, evs, errs)
+		k.errs = errs[:0]
+	}
+	for i := range evs {
+		ev := &evs[i]
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
-			ns := base
-			if ev.Stored.LoRAName != "" {
-				ns.LoRA = ev.Stored.LoRAName
-			}
-			if ev.Stored.CacheSalt != "" {
-				ns.CacheSalt = ev.Stored.CacheSalt
-			}
 			k.countMedium(ev.Stored.Medium)
-			err := idx.Store(h, ns, ev.Stored)
+			var err error
+			if batched {
+				err = errs[i]
+			} else {
+				err = idx.Store(h, kvindex.EventNamespace(base, ev.Stored), ev.Stored)
+			}
 			if errors.Is(err, kvindex.ErrGroupNotIndexed) {
 				k.stats.IgnoredEvents++
 				k.s.m.ignored.WithLabelValues("non_prefix_group").Inc()
@@ -278,10 +289,14 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 			if !ev.Removed.AllTiers {
 				k.countMedium(ev.Removed.Medium)
 			}
-			idx.Remove(h, ev.Removed)
+			if !batched {
+				idx.Remove(h, ev.Removed)
+			}
 			k.stats.BlocksRemoved += int64(len(ev.Removed.BlockHashes))
 		case kvevents.KindAllBlocksCleared:
-			idx.Clear(h)
+			if !batched {
+				idx.Clear(h)
+			}
 			k.stats.Cleared++
 			k.setUncertain(hk, st, false)
 		}

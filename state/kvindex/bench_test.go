@@ -35,14 +35,15 @@ func seqTokens(s, n int) []uint32 {
 	return t
 }
 
-// BenchmarkApply measures BlockStored application: chains of 32 blocks
-// stored 4 blocks per event, 64 engines, under a 1M-node cap.
-func BenchmarkApply(b *testing.B) {
+type evh struct {
+	h  Holder
+	ev *kvevents.BlockStored
+}
+
+// applyEvents returns BenchmarkApply's events: 4096 chains of 32 blocks,
+// each stored 4 blocks per event (8 events, in order), by engine chain%64.
+func applyEvents() []evh {
 	const streams, perEvent, eventsPerStream = 4096, 4, 8
-	type evh struct {
-		h  Holder
-		ev *kvevents.BlockStored
-	}
 	var evs []evh
 	for s := range streams {
 		toks := seqTokens(s, perEvent*eventsPerStream)
@@ -58,6 +59,15 @@ func BenchmarkApply(b *testing.B) {
 			evs = append(evs, evh{Holder{Engine: slots.Slot(s % 64)}, ev})
 		}
 	}
+	return evs
+}
+
+// BenchmarkApply measures BlockStored application one event per Store
+// call: chains of 32 blocks stored 4 blocks per event, 64 engines, under a
+// 1M-node cap.
+func BenchmarkApply(b *testing.B) {
+	const perEvent = 4
+	evs := applyEvents()
 	ix, _ := New(Config{MaxNodes: 1 << 20})
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -83,6 +93,61 @@ func BenchmarkApply(b *testing.B) {
 	cpu += cpuTime() - c0
 	b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
 	b.ReportMetric(float64(blocks)/cpu.Seconds(), "blocks/cpu-s")
+}
+
+// BenchmarkApplyRecord measures the same events as BenchmarkApply applied
+// as the ingester applies a Kafka record's events (applyRecord, one call
+// per record): records of 1, 4 or 8 consecutive events of one engine (8 is
+// a whole 32-block chain). One b.N iteration is one record.
+func BenchmarkApplyRecord(b *testing.B) {
+	evs := applyEvents()
+	for _, per := range []int{1, 4, 8} {
+		b.Run("events_per_record="+itoa(per), func(b *testing.B) {
+			type rec struct {
+				h      Holder
+				evs    []kvevents.Event
+				blocks int
+			}
+			var recs []rec
+			for i := 0; i < len(evs); i += per {
+				r := rec{h: evs[i].h}
+				for _, e := range evs[i : i+per] {
+					r.evs = append(r.evs, kvevents.Event{Kind: kvevents.KindBlockStored, Stored: e.ev})
+					r.blocks += len(e.ev.BlockHashes)
+				}
+				recs = append(recs, r)
+			}
+			ix, _ := New(Config{MaxNodes: 1 << 20})
+			errs := make([]error, per)
+			b.ReportAllocs()
+			b.ResetTimer()
+			blocks := 0
+			var cpu time.Duration
+			c0 := cpuTime()
+			for i := 0; b.Loop(); i++ {
+				if i%len(recs) == 0 && i > 0 {
+					b.StopTimer()
+					cpu += cpuTime() - c0
+					for e := range 64 {
+						ix.RemoveEngine(slots.Slot(e))
+					}
+					c0 = cpuTime()
+					b.StartTimer()
+				}
+				r := &recs[i%len(recs)]
+				applyRecord(ix, r.h, nsA, r.evs, errs)
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				blocks += r.blocks
+			}
+			cpu += cpuTime() - c0
+			b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
+			b.ReportMetric(float64(blocks)/cpu.Seconds(), "blocks/cpu-s")
+		})
+	}
 }
 
 // buildLookupIndex holds 2048 sequences of 512 blocks (1M blocks); sequence
