@@ -19,6 +19,10 @@ func EventNamespace(base Namespace, ev *kvevents.BlockStored) Namespace {
 	return base
 }
 
+// applyPrefetchNext turns Apply's prefetching of the next event on; only
+// BenchmarkApplyAlternating turns it off, to measure what it brings.
+var applyPrefetchNext = true
+
 // applyRelockBlocks is how many blocks Apply applies under one hold of the
 // write lock before it lets waiting lookups in (between two events).
 const applyRelockBlocks = 512
@@ -84,7 +88,7 @@ func (ix *Index) Apply(h Holder, base Namespace, evs []kvevents.Event, errs []er
 				errs[i] = hiErr
 				continue
 			}
-			if i+1 < len(evs) {
+			if applyPrefetchNext && i+1 < len(evs) {
 				ix.prefetchNext(&ix.holders[hi], &evs[i+1], len(st.BlockHashes))
 			}
 			errs[i] = ix.storeLocked(hi, seedOf, EventNamespace(base, st), st)

@@ -245,29 +245,47 @@ func benchLookupPerCall(b *testing.B, ix *Index, seqs [][]uint32, copyQuery bool
 	slices.Sort(clock)
 	var sum int64
 	n := 0
+	quiet := make([]int64, 0, 1<<20)
+	st0, tot0 := stealTicks()
 	for b.Loop() {
 		q := seqs[r.IntN(len(seqs))]
 		if copyQuery {
 			copy(buf, q)
 			q = buf
 		}
+		s0 := threadSwitches()
 		t0 := time.Now()
 		c0, _ := threadCPU()
 		out = ix.Lookup(nsA, q, out[:0])
 		c1, _ := threadCPU()
 		d := time.Since(t0)
+		switched := threadSwitches() != s0
 		sum += c1 - c0
 		n++
 		if len(cpu) < cap(cpu) {
 			cpu = append(cpu, c1-c0)
 			wall = append(wall, d.Nanoseconds())
+			if !switched {
+				quiet = append(quiet, c1-c0)
+			}
 		}
 		if len(out) != 4 {
 			b.Fatalf("Lookup matched %d engines, want 4", len(out))
 		}
 	}
+	st1, tot1 := stealTicks()
 	slices.Sort(cpu)
 	slices.Sort(wall)
+	slices.Sort(quiet)
+	if len(quiet) > 0 {
+		b.ReportMetric(float64(quiet[len(quiet)/2]), "p50-unswitched-cpu-ns")
+		b.ReportMetric(float64(quiet[len(quiet)*99/100]), "p99-unswitched-cpu-ns")
+	}
+	b.ReportMetric(100*float64(len(cpu)-len(quiet))/float64(len(cpu)), "switched-%")
+	if tot1 > tot0 {
+		b.ReportMetric(100*float64(st1-st0)/float64(tot1-tot0), "steal-%")
+	}
+	b.ReportMetric(probeBatches(ix, seqs), "probe-batches")
 	b.ReportMetric(float64(sum)/float64(n), "mean-cpu-ns")
 	b.ReportMetric(float64(cpu[len(cpu)/2]), "p50-cpu-ns")
 	b.ReportMetric(float64(cpu[len(cpu)*99/100]), "p99-cpu-ns")

@@ -23,9 +23,11 @@
 // still name waits in limbo until the references are swept.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Store,
-// Remove, Clear, RemoveEngine) serialise on a lock and each holds it for one
-// event; Lookup takes a read lock, so many lookups run in parallel and a
-// lookup waits at most for one event's worth of writing. Clone copies the
+// Remove, Clear, RemoveEngine, Apply) serialise on a lock; Store, Remove
+// and Clear hold it for one event, Apply for a batch's events up to about
+// 512 blocks (or one longer event) at a time. Lookup takes a read lock, so
+// many lookups run in parallel and a lookup waits at most for that much
+// writing. Clone copies the
 // index under the read lock too, so that a snapshot can be taken without
 // pausing lookups and serialised (from the copy) without pausing writers.
 package kvindex
