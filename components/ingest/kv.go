@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,8 +36,6 @@ type KVIngester struct {
 	index   atomic.Pointer[indexBox]   // replaced only by a restore before Run
 	holders map[holderKey]*holderState // guarded by s.mu
 	stats   KVStats                    // guarded by s.mu
-
-	errs []error // Apply's results for one record, reused; guarded by s.mu
 
 	umu       sync.RWMutex
 	uncertain map[string]int // engine id -> uncertain ranks; guarded by umu
@@ -253,27 +250,19 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 		k.s.badRecord(string(e.Kind), p, offset, e)
 	}
 	base := Namespace{Model: rec.Model, LoRA: rec.LoRA, CacheSalt: rec.CacheSalt}
-	evs := rec.Batch.Events
-	// The index applies the record in one call where it can; the
-	// bookkeeping below then reads each event's result from errs.
-	bi, batched := idx.(batchIndex)
-	var errs []error
-	if batched {
-		errs = slices.Grow(k.errs[:0], len(evs))[:len(evs)]
-		bi.Apply(h, base, evs, errs)
-		k.errs = errs[:0]
-	}
-	for i := range evs {
-		ev := &evs[i]
+	for i := range rec.Batch.Events {
+		ev := &rec.Batch.Events[i]
 		switch ev.Kind {
 		case kvevents.KindBlockStored:
-			k.countMedium(ev.Stored.Medium)
-			var err error
-			if batched {
-				err = errs[i]
-			} else {
-				err = idx.Store(h, kvindex.EventNamespace(base, ev.Stored), ev.Stored)
+			ns := base
+			if ev.Stored.LoRAName != "" {
+				ns.LoRA = ev.Stored.LoRAName
 			}
+			if ev.Stored.CacheSalt != "" {
+				ns.CacheSalt = ev.Stored.CacheSalt
+			}
+			k.countMedium(ev.Stored.Medium)
+			err := idx.Store(h, ns, ev.Stored)
 			if errors.Is(err, kvindex.ErrGroupNotIndexed) {
 				k.stats.IgnoredEvents++
 				k.s.m.ignored.WithLabelValues("non_prefix_group").Inc()
@@ -289,14 +278,10 @@ func (k *KVIngester) applyRecord(p int, offset int64, rec *kvwire.Record) {
 			if !ev.Removed.AllTiers {
 				k.countMedium(ev.Removed.Medium)
 			}
-			if !batched {
-				idx.Remove(h, ev.Removed)
-			}
+			idx.Remove(h, ev.Removed)
 			k.stats.BlocksRemoved += int64(len(ev.Removed.BlockHashes))
 		case kvevents.KindAllBlocksCleared:
-			if !batched {
-				idx.Clear(h)
-			}
+			idx.Clear(h)
 			k.stats.Cleared++
 			k.setUncertain(hk, st, false)
 		}

@@ -35,19 +35,6 @@ type KVIndex interface {
 
 var _ KVIndex = (*kvindex.Index)(nil)
 
-// batchIndex is a KVIndex that applies a record's events in one call
-// (state/kvindex's Apply: one hold of its write lock for the record instead
-// of one per event). The ingester uses it when the index has it and applies
-// event by event otherwise, with the same result.
-type batchIndex interface {
-	// Apply applies evs for h in order, as Store (in the namespace
-	// kvindex.EventNamespace(base, ev)), Remove and Clear would, setting
-	// errs[i] to Store's error for a BlockStored event and nil otherwise.
-	Apply(h Holder, base Namespace, evs []kvevents.Event, errs []error)
-}
-
-var _ batchIndex = (*kvindex.Index)(nil)
-
 // IndexReader rebuilds an index from a snapshot section written by
 // KVIndex.WriteSnapshot.
 type IndexReader func(r io.Reader) (KVIndex, error)

@@ -95,61 +95,6 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportMetric(float64(blocks)/cpu.Seconds(), "blocks/cpu-s")
 }
 
-// BenchmarkApplyRecord measures the same events as BenchmarkApply applied
-// as the ingester applies a Kafka record's events (applyRecord, one call
-// per record): records of 1, 4 or 8 consecutive events of one engine (8 is
-// a whole 32-block chain). One b.N iteration is one record.
-func BenchmarkApplyRecord(b *testing.B) {
-	evs := applyEvents()
-	for _, per := range []int{1, 4, 8} {
-		b.Run("events_per_record="+itoa(per), func(b *testing.B) {
-			type rec struct {
-				h      Holder
-				evs    []kvevents.Event
-				blocks int
-			}
-			var recs []rec
-			for i := 0; i < len(evs); i += per {
-				r := rec{h: evs[i].h}
-				for _, e := range evs[i : i+per] {
-					r.evs = append(r.evs, kvevents.Event{Kind: kvevents.KindBlockStored, Stored: e.ev})
-					r.blocks += len(e.ev.BlockHashes)
-				}
-				recs = append(recs, r)
-			}
-			ix, _ := New(Config{MaxNodes: 1 << 20})
-			errs := make([]error, per)
-			b.ReportAllocs()
-			b.ResetTimer()
-			blocks := 0
-			var cpu time.Duration
-			c0 := cpuTime()
-			for i := 0; b.Loop(); i++ {
-				if i%len(recs) == 0 && i > 0 {
-					b.StopTimer()
-					cpu += cpuTime() - c0
-					for e := range 64 {
-						ix.RemoveEngine(slots.Slot(e))
-					}
-					c0 = cpuTime()
-					b.StartTimer()
-				}
-				r := &recs[i%len(recs)]
-				applyRecord(ix, r.h, nsA, r.evs, errs)
-				for _, err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				blocks += r.blocks
-			}
-			cpu += cpuTime() - c0
-			b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
-			b.ReportMetric(float64(blocks)/cpu.Seconds(), "blocks/cpu-s")
-		})
-	}
-}
-
 // buildLookupIndex holds 2048 sequences of 512 blocks (1M blocks); sequence
 // s is held in full by engine s%64 and its first half by 3 more engines.
 func buildLookupIndex(tb testing.TB) (*Index, [][]uint32) {

@@ -23,11 +23,9 @@
 // still name waits in limbo until the references are swept.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Store,
-// Remove, Clear, RemoveEngine, Apply) serialise on a lock; Store, Remove
-// and Clear hold it for one event, Apply for a batch's events up to about
-// 512 blocks (or one longer event) at a time. Lookup takes a read lock, so
-// many lookups run in parallel and a lookup waits at most for that much
-// writing. Clone copies the
+// Remove, Clear, RemoveEngine) serialise on a lock and each holds it for one
+// event; Lookup takes a read lock, so many lookups run in parallel and a
+// lookup waits at most for one event's worth of writing. Clone copies the
 // index under the read lock too, so that a snapshot can be taken without
 // pausing lookups and serialised (from the copy) without pausing writers.
 package kvindex
@@ -342,13 +340,20 @@ func (ix *Index) treeFor(ns Namespace, bs int) uint64 {
 // Storing a block again refreshes its recency and adds the tier and the
 // group.
 func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
-	if err := checkStored(ev); err != nil {
-		return err
+	tier := tierOf(ev.Medium)
+	g := ev.Group
+	if g < 0 || g >= maxGroups {
+		return ErrGroupNotIndexed
 	}
+	if !ev.Canonical() {
+		return ErrInvalidEvent
+	}
+	nb, bs := len(ev.BlockHashes), ev.BlockSize
+	nonPrefix := ev.Sparse || !ev.GroupKind.PrefixGroup()
 	// The first chunk's token ids start loading while the lock is taken
 	// and the holder and parent are resolved.
-	if !nonPrefix(ev) {
-		prefetchTokens(ev.TokenIDs, 0, min(len(ev.BlockHashes), storeChunk), ev.BlockSize)
+	if !nonPrefix {
+		prefetchTokens(ev.TokenIDs, 0, min(nb, storeChunk), bs)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -356,32 +361,8 @@ func (ix *Index) Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error {
 	if err != nil {
 		return err
 	}
-	return ix.storeLocked(hi, ix.treeFor, ns, ev)
-}
-
-// checkStored reports what Store rejects before taking the lock.
-func checkStored(ev *kvevents.BlockStored) error {
-	if ev.Group < 0 || ev.Group >= maxGroups {
-		return ErrGroupNotIndexed
-	}
-	if !ev.Canonical() {
-		return ErrInvalidEvent
-	}
-	return nil
-}
-
-// nonPrefix reports whether ev belongs to a group that does not describe
-// a reusable prefix (see Store).
-func nonPrefix(ev *kvevents.BlockStored) bool { return ev.Sparse || !ev.GroupKind.PrefixGroup() }
-
-// storeLocked is Store for holder index hi after checkStored, under the
-// write lock; seedOf resolves the tree seed of (ns, block size).
-func (ix *Index) storeLocked(hi uint16, seedOf func(Namespace, int) uint64, ns Namespace, ev *kvevents.BlockStored) error {
-	tier := tierOf(ev.Medium)
-	g := ev.Group
-	nb, bs := len(ev.BlockHashes), ev.BlockSize
 	hs := &ix.holders[hi]
-	if nonPrefix(ev) {
+	if nonPrefix {
 		if !ev.GroupKind.PrefixGroup() || hs.seen&^hs.excluded&^groupBit(g) != 0 {
 			ix.excludeGroup(hi, g)
 		}
@@ -399,7 +380,7 @@ func (ix *Index) storeLocked(hi uint16, seedOf func(Namespace, int) uint64, ns N
 		return nil
 	}
 	hs.blockSize = max(hs.blockSize, bs)
-	prevHash := seedOf(ns, bs)
+	prevHash := ix.treeFor(ns, bs)
 	var prev uint32 // index+1
 	if ev.HasParent {
 		r, ok := hs.refs.get(ev.ParentHash)
@@ -557,15 +538,9 @@ func (ix *Index) Remove(h Holder, ev *kvevents.BlockRemoved) {
 	if g < 0 || g >= maxGroups {
 		return
 	}
+	bit := groupBit(g)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.removeLocked(h, ev, mask)
-}
-
-// removeLocked is Remove under the write lock, for a group in range.
-func (ix *Index) removeLocked(h Holder, ev *kvevents.BlockRemoved, mask uint8) {
-	g := ev.Group
-	bit := groupBit(g)
 	hi, ok := ix.holderIdx[h]
 	if !ok {
 		return
