@@ -138,6 +138,13 @@ func buildLookupIndex(tb testing.TB) (*Index, [][]uint32) {
 // "cold_query_cached_percall" copies the chosen query into one buffer
 // before the timed call, as a decider's request decode has just written
 // it: the index is as cold, the query's tokens are in cache.
+//
+// They also read the thread's context-switch count around each call
+// (outside the timed part) and report p50/p99 over the calls the thread
+// was not switched out in ("unswitched"), the share of switched calls,
+// the hypervisor's steal share of the machine's CPU time over the run
+// (which the thread CPU clock counts as running), and the walker's probe
+// batches per lookup (each two dependent loads).
 func BenchmarkLookup(b *testing.B) {
 	ix, seqs := buildLookupIndex(b)
 	b.Run("cold", func(b *testing.B) { benchLookup(b, ix, seqs) })
