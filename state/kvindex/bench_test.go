@@ -35,14 +35,15 @@ func seqTokens(s, n int) []uint32 {
 	return t
 }
 
-// BenchmarkApply measures BlockStored application: chains of 32 blocks
-// stored 4 blocks per event, 64 engines, under a 1M-node cap.
-func BenchmarkApply(b *testing.B) {
+type evh struct {
+	h  Holder
+	ev *kvevents.BlockStored
+}
+
+// applyEvents returns BenchmarkApply's events: 4096 chains of 32 blocks,
+// each stored 4 blocks per event (8 events, in order), by engine chain%64.
+func applyEvents() []evh {
 	const streams, perEvent, eventsPerStream = 4096, 4, 8
-	type evh struct {
-		h  Holder
-		ev *kvevents.BlockStored
-	}
 	var evs []evh
 	for s := range streams {
 		toks := seqTokens(s, perEvent*eventsPerStream)
@@ -58,6 +59,15 @@ func BenchmarkApply(b *testing.B) {
 			evs = append(evs, evh{Holder{Engine: slots.Slot(s % 64)}, ev})
 		}
 	}
+	return evs
+}
+
+// BenchmarkApply measures BlockStored application one event per Store
+// call: chains of 32 blocks stored 4 blocks per event, 64 engines, under a
+// 1M-node cap.
+func BenchmarkApply(b *testing.B) {
+	const perEvent = 4
+	evs := applyEvents()
 	ix, _ := New(Config{MaxNodes: 1 << 20})
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -128,6 +138,13 @@ func buildLookupIndex(tb testing.TB) (*Index, [][]uint32) {
 // "cold_query_cached_percall" copies the chosen query into one buffer
 // before the timed call, as a decider's request decode has just written
 // it: the index is as cold, the query's tokens are in cache.
+//
+// They also read the thread's context-switch count around each call
+// (outside the timed part) and report p50/p99 over the calls the thread
+// was not switched out in ("unswitched"), the share of switched calls,
+// the hypervisor's steal share of the machine's CPU time over the run
+// (which the thread CPU clock counts as running), and the walker's probe
+// batches per lookup (each two dependent loads).
 func BenchmarkLookup(b *testing.B) {
 	ix, seqs := buildLookupIndex(b)
 	b.Run("cold", func(b *testing.B) { benchLookup(b, ix, seqs) })
@@ -180,29 +197,47 @@ func benchLookupPerCall(b *testing.B, ix *Index, seqs [][]uint32, copyQuery bool
 	slices.Sort(clock)
 	var sum int64
 	n := 0
+	quiet := make([]int64, 0, 1<<20)
+	st0, tot0 := stealTicks()
 	for b.Loop() {
 		q := seqs[r.IntN(len(seqs))]
 		if copyQuery {
 			copy(buf, q)
 			q = buf
 		}
+		s0 := threadSwitches()
 		t0 := time.Now()
 		c0, _ := threadCPU()
 		out = ix.Lookup(nsA, q, out[:0])
 		c1, _ := threadCPU()
 		d := time.Since(t0)
+		switched := threadSwitches() != s0
 		sum += c1 - c0
 		n++
 		if len(cpu) < cap(cpu) {
 			cpu = append(cpu, c1-c0)
 			wall = append(wall, d.Nanoseconds())
+			if !switched {
+				quiet = append(quiet, c1-c0)
+			}
 		}
 		if len(out) != 4 {
 			b.Fatalf("Lookup matched %d engines, want 4", len(out))
 		}
 	}
+	st1, tot1 := stealTicks()
 	slices.Sort(cpu)
 	slices.Sort(wall)
+	slices.Sort(quiet)
+	if len(quiet) > 0 {
+		b.ReportMetric(float64(quiet[len(quiet)/2]), "p50-unswitched-cpu-ns")
+		b.ReportMetric(float64(quiet[len(quiet)*99/100]), "p99-unswitched-cpu-ns")
+	}
+	b.ReportMetric(100*float64(len(cpu)-len(quiet))/float64(len(cpu)), "switched-%")
+	if tot1 > tot0 {
+		b.ReportMetric(100*float64(st1-st0)/float64(tot1-tot0), "steal-%")
+	}
+	b.ReportMetric(probeBatches(ix, seqs), "probe-batches")
 	b.ReportMetric(float64(sum)/float64(n), "mean-cpu-ns")
 	b.ReportMetric(float64(cpu[len(cpu)/2]), "p50-cpu-ns")
 	b.ReportMetric(float64(cpu[len(cpu)*99/100]), "p99-cpu-ns")

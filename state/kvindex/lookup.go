@@ -210,12 +210,17 @@ type walker struct {
 	// missing.
 	deepest uint32
 	done    bool
+	// batches counts probe batches: each is two dependent loads (a table
+	// slot, then the node it names) that the next batch waits for
+	// (BenchmarkLookup reports it).
+	batches int
 }
 
 // probe resolves the nodes of local positions ps, touching all their
 // table slots and then all their nodes before resolving any, so the misses
 // overlap.
 func (w *walker) probe(ps []int) {
+	w.batches++
 	ix := w.ix
 	slots, tlen := ix.table.slots, uint64(len(ix.table.slots))
 	var sink uint64

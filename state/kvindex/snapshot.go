@@ -2,11 +2,15 @@ package kvindex
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/state/slots"
@@ -61,7 +65,12 @@ func (ix *Index) WriteSnapshot(w io.Writer, names *slots.Table) error {
 	s.bytes([]byte(snapshotMagic))
 	s.u32(snapshotVersion)
 	s.u32(uint32(len(ix.trees)))
-	for ns, ts := range ix.trees {
+	// Namespaces in a fixed order, so that equal indexes write equal bytes.
+	nss := slices.SortedFunc(maps.Keys(ix.trees), func(a, b Namespace) int {
+		return cmp.Or(strings.Compare(a.Model, b.Model), strings.Compare(a.LoRA, b.LoRA), strings.Compare(a.CacheSalt, b.CacheSalt))
+	})
+	for _, ns := range nss {
+		ts := ix.trees[ns]
 		s.str(ns.Model)
 		s.str(ns.LoRA)
 		s.str(ns.CacheSalt)
