@@ -51,8 +51,13 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			reported = false
 			break
 		}
-		// The request counts of an observation's load, without building the rest of one.
-		waiting, running := requestsWith(v, sinceReport(p.deps.InFlight, w.Slot, v.CapturedAt))
+		// The request counts of an observation's load, without building the rest of one: the
+		// report with the dispatches since it and those still in transit at it folded in.
+		d := sinceReport(p.deps.InFlight, w.Slot, v.CapturedAt)
+		if n := p.deps.InFlight.InFlight(w.Slot); n > 0 {
+			d = satAdd(d, inTransit(v, n, d))
+		}
+		waiting, running := requestsWith(v, d)
 		scores = append(scores, satAdd(waiting, running))
 	}
 	if !reported {
@@ -89,7 +94,7 @@ func (p *leastLoad) Pick(_ context.Context, engines []*registry.Engine, req Requ
 			}
 		}
 		if reported {
-			req.Trace.setDetail("scored waiting + running + dispatches since report")
+			req.Trace.setDetail("scored waiting + running + dispatches since report (and in transit at it)")
 		} else {
 			req.Trace.setDetail("scored router-local in-flight (a candidate lacks a fresh report)")
 		}

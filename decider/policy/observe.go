@@ -66,9 +66,12 @@ func (d Deps) intN() func(n int) int {
 //
 // report is the engine's view exactly as reported (explain output and admission read it), the
 // snapshot's shared immutable record, nil when the load is unknown;
-// load is that report with the dispatches this router made to the engine after the report's
-// capture folded in (pressure.set). Every comparison of reported load, in every policy, reads
-// load, never report: a burst decided between two reports must see its own earlier picks.
+// load is that report with the dispatches the report cannot hold folded in (pressure.set): the
+// ones this router made to the engine after the report's capture, and the ones it made before
+// the capture that had not reached the engine by then (transit). Every comparison of reported
+// load, in every policy, reads load, never report: a burst decided between two reports must see
+// its own earlier picks, and so must one decided while the previous picks were still on their
+// way to the engine (docs/decisions.md, "Load observation").
 type observation struct {
 	report   *loadtable.View
 	load     pressure
@@ -76,10 +79,13 @@ type observation struct {
 	inflight int64
 	// since is the number of dispatches to the engine after report was captured (0 if unknown).
 	since int64
+	// transit is the number of this router's dispatches to the engine made before the capture
+	// that the report does not count (see inTransit; 0 if unknown).
+	transit int64
 }
 
 // observe reads one engine's load from snap and the in-flight tracker. tokens is what each
-// dispatch since the report is assumed to add to the engine's pending prefill and KV: the
+// dispatch the report cannot hold is assumed to add to the engine's pending prefill and KV: the
 // uncached tokens the request being placed would have on that engine (see pressure.set).
 func (d Deps) observe(snap loadtable.Snapshot, w *registry.Engine, tokens int64) (o observation) {
 	d.observeInto(&o, snap, w, tokens)
@@ -94,8 +100,9 @@ func (d *Deps) observeInto(o *observation, snap loadtable.Snapshot, w *registry.
 		o.report, o.known = v, true
 		if o.inflight > 0 { // nothing in flight: no dispatch since the report can still count
 			o.since = min(sinceReport(d.InFlight, w.Slot, v.CapturedAt), o.inflight)
+			o.transit = inTransit(v, o.inflight, o.since)
 		}
-		o.load.set(v, o.since, tokens)
+		o.load.set(v, satAdd(o.since, o.transit), tokens)
 	}
 }
 
@@ -106,6 +113,22 @@ func (d *Deps) observeInto(o *observation, snap loadtable.Snapshot, w *registry.
 // captured at that reading.
 func sinceReport(t InFlightReader, s slots.Slot, capturedAt time.Time) int64 {
 	return t.DispatchesSince(s, capturedAt.Add(-time.Nanosecond))
+}
+
+// inTransit is how many of this router's dispatches to an engine were made before v's capture
+// and had not reached the engine when it was captured: the leases alive now that were acquired
+// before the capture (inflight − since) less the requests the engine itself reported (running +
+// waiting), never negative. A lease is held from the decision until the response has been
+// relayed, so on a busy host, where a request takes hundreds of milliseconds from the decision
+// to its engine, those leases outnumber what the engine holds; in virtual time, where a request
+// reaches its engine at the instant it is decided, they never do. The count is a lower bound of
+// the requests in transit: the engine's figures include requests other routers sent it (another
+// decider replica, direct traffic), and a lease released since the capture no longer counts.
+// It also counts a request the engine had finished before the capture whose lease was still
+// held (its response not yet relayed to the client), an excess as large as the completions
+// within the response relay time.
+func inTransit(v *loadtable.View, inflight, since int64) int64 {
+	return max(inflight-since-satAdd(max(v.Running, 0), max(v.Waiting, 0)), 0)
 }
 
 func (o observation) metrics() admission.Metrics {

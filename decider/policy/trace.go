@@ -30,6 +30,10 @@ type CandidateNote struct {
 	// DispatchesSinceReport is how many dispatches this router made to the engine after Load
 	// was captured; policies compare Load with these folded in (0 when the load is unknown).
 	DispatchesSinceReport int64
+	// InTransitAtReport is how many of this router's dispatches made before Load was captured
+	// had not reached the engine then (leases acquired before the capture beyond the engine's
+	// running + waiting); policies fold them in like the dispatches since (0 when unknown).
+	InTransitAtReport int64
 	// Rejection is the admission cap that refused the engine; empty if admitted or not checked.
 	Rejection string
 	// MatchedTokens and UncachedTokens describe a prefix holder (cache-aware policies only).
@@ -45,7 +49,8 @@ type CandidateNote struct {
 // Queue + SlotWait + OwnPrefill.
 type TTFTParts struct {
 	Estimate, Queue, SlotWait, OwnPrefill time.Duration
-	// QueueTokens are the pending prefill tokens ahead (dispatches since the report included),
+	// QueueTokens are the pending prefill tokens ahead (dispatches since the report and in
+	// transit at it included),
 	// from QueueFrom: the report, waiting requests × typical_request_tokens (basic report), or
 	// in-flight × typical_request_tokens (load unknown: stale, missing or rank-incomplete).
 	QueueTokens int64
@@ -64,7 +69,8 @@ func (t *Trace) note(w *registry.Engine, o observation, rejection, note string) 
 		return
 	}
 	c := CandidateNote{EngineID: w.ID, LoadKnown: o.known, InFlight: o.inflight, DispatchesSinceReport: o.since,
-		Rejection: rejection, Note: note}
+		InTransitAtReport: o.transit,
+		Rejection:         rejection, Note: note}
 	if o.known {
 		c.Load = *o.report
 		c.LoadAge = o.report.Age(t.Now)

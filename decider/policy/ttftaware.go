@@ -43,8 +43,9 @@ const (
 //	own prefill = (input − matched prefix on the engine) / (engine prefill rate / DP ranks)
 //
 // The pending tokens are the report's waiting uncached tokens less what the engine prefilled
-// since the report at its rate, plus the dispatches since the report, each at the uncached
-// tokens this policy picked it with (this request's, for a dispatch it does not remember).
+// since the report at its rate, plus the dispatches since the report and those still in
+// transit at it (see inTransit), each at the uncached tokens this policy picked it with (this
+// request's, for a dispatch it does not remember).
 // Without them (basic report) they are waiting requests ×
 // typical_request_tokens; without a fresh report, router-local in-flight ×
 // typical_request_tokens. An engine without a measured rate is assumed to prefill
@@ -80,6 +81,7 @@ type ttftCand struct {
 	reported          int64   // pending prefill tokens the report showed (native view)
 	drained           int64   // of them, what the engine prefilled since the report at rate
 	dispatched        int64   // tokens of the dispatches since the report
+	transit           int64   // tokens of the dispatches before the report it does not count (in transit)
 	rate              float64 // engine prefill tokens/s used
 	ranks             int64   // DP ranks (1 without a fresh view)
 	queue, own        float64 // seconds
@@ -214,15 +216,16 @@ func (p *ttftAware) estimate(snap loadtable.Snapshot, c *ttftCand, input int64) 
 	case c.o.native():
 		// The report's pending prefill drains at the engine's rate from its capture, less what
 		// is still pending now; the dispatches since the report come on top, each at its own
-		// uncached tokens as this policy picked it (this request's for any it did not pick).
+		// uncached tokens as this policy picked it (this request's for any it did not pick), and
+		// so do the dispatches still in transit at the capture, at its latest picks before it.
 		c.reported = c.o.report.WaitingUncachedTokens
 		if age := c.o.report.Age(now).Seconds(); age > 0 && c.reported > 0 {
 			c.drained = min(c.reported, int64(math.Min(c.rate*age, float64(math.MaxInt64/2))))
 		}
-		if c.o.since > 0 {
-			c.dispatched = p.picks.tokensSince(c.w.Slot, c.o.report.CapturedAt, c.o.since, c.uncached)
+		if c.o.since > 0 || c.o.transit > 0 {
+			c.dispatched, c.transit = p.picks.tokensSince(c.w.Slot, c.o.report.CapturedAt, c.o.since, c.o.transit, c.uncached)
 		}
-		c.queueTokens, c.queueFrom = satAdd(c.reported-c.drained, c.dispatched), QueueFromReport
+		c.queueTokens, c.queueFrom = satAdd(satAdd(c.reported-c.drained, c.dispatched), c.transit), QueueFromReport
 	case c.o.known:
 		c.queueTokens, c.queueFrom = satMul(max(c.o.load.waiting, 0), p.s.TypicalRequestTokens), QueueFromWaiting
 	default:
@@ -422,6 +425,9 @@ func (c *ttftCand) describe() string {
 		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
 	if c.queueFrom == QueueFromReport {
 		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
+		if c.o.transit > 0 {
+			s += fmt.Sprintf(" + %d in transit at the report (%d dispatches before it the engine did not count)", c.transit, c.o.transit)
+		}
 	}
 	switch {
 	case c.held > 0 && math.IsInf(c.price, 1):
@@ -500,23 +506,33 @@ func (r *recentPicks) offeredLocked(s slots.Slot, now time.Time) float64 {
 	return float64(ring.sum-ring.tokens[oldest]) / span
 }
 
-// tokensSince sums the uncached tokens of the latest d picks of s made at or after since; picks it
-// does not remember (another policy's, or older than its memory) cost fallback each.
-func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, fallback int64) int64 {
+// tokensSince sums the uncached tokens of the latest d picks of s made at or after since, and
+// apart those of the latest transit picks made before it (the dispatches still in transit to
+// the engine at a report captured at since); picks it does not remember (another policy's, or
+// older than its memory) cost fallback each.
+func (r *recentPicks) tokensSince(s slots.Slot, since time.Time, d, transit, fallback int64) (after, before int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var sum, seen int64
+	var seen, seenBefore int64
 	if ring := r.ring(s); ring != nil {
-		for i := 0; i < ring.n && seen < d; i++ {
+		for i := 0; i < ring.n && (seen < d || seenBefore < transit); i++ {
 			j := (ring.pos - 1 - i + picksKept) % picksKept
-			if ring.at[j].Before(since) { // at the capture instant counts: see sinceReport
-				break
+			switch {
+			case !ring.at[j].Before(since): // at the capture instant counts: see sinceReport
+				if seen < d {
+					after = satAdd(after, ring.tokens[j])
+					seen++
+				}
+			case seenBefore < transit:
+				before = satAdd(before, ring.tokens[j])
+				seenBefore++
+			default: // the rest are older still
+				i = ring.n
 			}
-			sum = satAdd(sum, ring.tokens[j])
-			seen++
 		}
 	}
-	return satAdd(sum, satMul(d-seen, max(fallback, 0)))
+	fallback = max(fallback, 0)
+	return satAdd(after, satMul(d-seen, fallback)), satAdd(before, satMul(transit-seenBefore, fallback))
 }
 
 // ring is s's pick ring, nil if s was never picked; r.mu is held.

@@ -137,6 +137,14 @@ func run(ctx context.Context, f flags) error {
 	}
 	for _, p := range split(f.sluicePolicies) {
 		cfgs = append(cfgs, config{"sluice", p})
+		if f.closed.baseline != "" {
+			cfgs = append(cfgs, config{"sluice-base", p})
+		}
+	}
+	if f.closed.baseline != "" {
+		if f.closed.baseline, err = filepath.Abs(f.closed.baseline); err != nil {
+			return err
+		}
 	}
 	if len(cfgs) == 0 {
 		return errors.New("nothing to run: -sglang-policies and -sluice-policies are both empty")
