@@ -156,7 +156,7 @@ func TestServerCodecMatchesProto(t *testing.T) {
 				} else {
 					pooledSeen++
 				}
-						got, err := c.Marshal(m)
+				got, err := c.Marshal(m)
 				if err != nil {
 					t.Fatalf("%s: codec Marshal: %v", name, err)
 				}
