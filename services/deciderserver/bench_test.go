@@ -18,13 +18,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/services/deciderserver/console"
+	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/registry"
 )
 
 // echoDecider answers Decide with an empty response: the floor any gRPC Decide can reach with
@@ -345,4 +352,79 @@ func BenchmarkDecideService(b *testing.B) {
 			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkDecideAnswerWire is the answer's share of a Decide over gRPC, in process: building
+// the answer of a plain decision with a lease (decisionToProto) and encoding it as the server
+// does (the codec in use before, grpc's protobuf codec, and serverCodec), against an echo's
+// empty answer; and decoding it as a client does (protobuf-go, as grpc-go's stock client, and
+// the generated UnmarshalVT).
+func BenchmarkDecideAnswerWire(b *testing.B) {
+	dec := &decider.Decision{BucketID: "plain", ConfigVersion: 3,
+		Plain: policy.Pick{Engine: &registry.Engine{ID: "e17", URL: "http://e17.test:8000", Role: registry.RolePlain}, Reason: "power_of_two"},
+		Lease: inflight.Lease{ID: "0123456789abcdef0123456789abcdef", Expires: time.Now()}}
+	stock := encoding.GetCodecV2(grpcproto.Name)
+	codecs := []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"grpc_proto", stock}, {"server_codec", newServerCodec()}}
+	for _, c := range codecs {
+		b.Run("encode/decide/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				out, err := c.codec.Marshal(decisionToProto(dec))
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Free()
+			}
+			reportCPU(b, cpu0)
+		})
+		b.Run("encode/echo/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				out, err := c.codec.Marshal(&sluicev1.DecideResponse{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Free()
+			}
+			reportCPU(b, cpu0)
+		})
+	}
+	wire, err := proto.Marshal(decisionToProto(dec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("a plain answer with a lease is %d bytes", len(wire))
+	decoders := []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"grpc_proto", stock}, {"generated", generatedClientCodec{}}}
+	for _, c := range decoders {
+		for _, side := range []struct {
+			name string
+			data []byte
+		}{{"decide", wire}, {"echo", nil}} {
+			b.Run("decode/"+side.name+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				data := mem.BufferSlice{mem.SliceBuffer(side.data)}
+				cpu0 := processCPU(b)
+				for b.Loop() {
+					var r sluicev1.DecideResponse
+					if err := c.codec.Unmarshal(data, &r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportCPU(b, cpu0)
+			})
+		}
+	}
+}
+
+// reportCPU reports the process's CPU time per iteration since cpu0 as cpu-ns/op.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
