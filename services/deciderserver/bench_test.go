@@ -18,12 +18,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/components/limits"
+	"github.com/sluicehq/sluice/decider"
+	"github.com/sluicehq/sluice/decider/policy"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 	"github.com/sluicehq/sluice/services/deciderserver/console"
+	"github.com/sluicehq/sluice/state/inflight"
 	"github.com/sluicehq/sluice/state/loadtable"
+	"github.com/sluicehq/sluice/state/registry"
 )
 
 // echoDecider answers Decide with an empty response: the floor any gRPC Decide can reach with
@@ -210,19 +218,52 @@ func BenchmarkGRPC(b *testing.B) {
 
 // BenchmarkEchoDecidePaired is BenchmarkGRPC's comparison in many short rounds, echo and Decide
 // alternating (the order swapping each round), each round on fresh servers warmed up by 2,000
-// untimed calls: the ratio of each
-// pair cancels most of a shared machine's drift, which moves single runs of BenchmarkGRPC by
-// tens of percent. It reports the median and quartiles of the per-round ratios echo ÷ Decide
-// of process CPU time per call (client and server) and of wall time per call; ≥ 1 would mean
-// Decide costs no more than the echo.
-func BenchmarkEchoDecidePaired(b *testing.B) {
+// untimed calls: the ratio of each pair cancels most of a shared machine's drift, which moves
+// single runs of BenchmarkGRPC by tens of percent. 31 rounds per iteration (-benchtime 2x runs
+// 62). It reports, over the rounds, the median and quartiles of the ratio echo ÷ Decide of
+// process CPU time per call (client and server; ≥ 1 would mean Decide costs no more than the
+// echo) and of wall time per call (the throughput ratio), and the median and quartiles of
+// each side's CPU time per call.
+//
+// The client is grpc-go's stock client (protobuf-go decodes the answers), as a Go caller has by
+// default. BenchmarkEchoDecidePairedGeneratedClient is the same with a client that decodes them
+// by the generated methods, which shows the client's part of the difference.
+func BenchmarkEchoDecidePaired(b *testing.B) { benchEchoDecidePaired(b) }
+
+// BenchmarkEchoDecidePairedGeneratedClient is BenchmarkEchoDecidePaired with both sides' client
+// decoding answers by their generated UnmarshalVT (generatedClientCodec).
+func BenchmarkEchoDecidePairedGeneratedClient(b *testing.B) {
+	benchEchoDecidePaired(b, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(generatedClientCodec{})))
+}
+
+// generatedClientCodec is a client codec that encodes and decodes the DeciderService's messages
+// by their generated methods (no UTF-8 check on decoding, unlike protobuf-go).
+type generatedClientCodec struct{}
+
+func (generatedClientCodec) Name() string { return "proto" }
+
+func (generatedClientCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return newServerCodec().Marshal(v)
+}
+
+func (generatedClientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(interface{ UnmarshalVT([]byte) error })
+	if !ok {
+		return newServerCodec().Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return m.UnmarshalVT(buf.ReadOnlyData())
+}
+
+func benchEchoDecidePaired(b *testing.B, dial ...grpc.DialOption) {
 	const rounds, calls, callers = 31, 10000, 16
 	targets := map[string]func(*testing.B) (string, func()){"echo": serveEcho, "decide": serveBenchDecider}
 	req := &sluicev1.DecideRequest{Model: "m", InputTokens: 1000, RequestId: "bench"}
 	run := func(name string) (cpu, wall float64) {
 		addr, stop := targets[name](b)
 		defer stop()
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -271,19 +312,19 @@ func BenchmarkEchoDecidePaired(b *testing.B) {
 			wallRatios = append(wallRatios, wall["echo"]/wall["decide"])
 		}
 	}
-	slices.Sort(cpuRatios)
-	slices.Sort(wallRatios)
-	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
-	b.ReportMetric(median(echoCPU), "echo-cpu-ns/call")
-	b.ReportMetric(median(decideCPU), "decide-cpu-ns/call")
-	b.ReportMetric(median(cpuRatios), "cpu-ratio")
-	b.ReportMetric(q(cpuRatios, 0.25), "cpu-ratio-q1")
-	b.ReportMetric(q(cpuRatios, 0.75), "cpu-ratio-q3")
+	report := func(v []float64, unit string) {
+		slices.Sort(v)
+		q := func(f float64) float64 { return v[int(f*float64(len(v)-1)+0.5)] }
+		b.ReportMetric(q(0.5), unit)
+		b.ReportMetric(q(0.25), unit+"-q1")
+		b.ReportMetric(q(0.75), unit+"-q3")
+	}
+	report(echoCPU, "echo-cpu-ns/call")
+	report(decideCPU, "decide-cpu-ns/call")
+	report(cpuRatios, "cpu-ratio")
 	b.ReportMetric(cpuRatios[0], "cpu-ratio-min")
 	b.ReportMetric(cpuRatios[len(cpuRatios)-1], "cpu-ratio-max")
-	b.ReportMetric(median(wallRatios), "wall-ratio")
-	b.ReportMetric(q(wallRatios, 0.25), "wall-ratio-q1")
-	b.ReportMetric(q(wallRatios, 0.75), "wall-ratio-q3")
+	report(wallRatios, "wall-ratio")
 }
 
 // BenchmarkDecideService is the server side of BenchmarkGRPC's Decide without the transport:
@@ -311,4 +352,79 @@ func BenchmarkDecideService(b *testing.B) {
 			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkDecideAnswerWire is the answer's share of a Decide over gRPC, in process: building
+// the answer of a plain decision with a lease (decisionToProto) and encoding it as the server
+// does (the codec in use before, grpc's protobuf codec, and serverCodec), against an echo's
+// empty answer; and decoding it as a client does (protobuf-go, as grpc-go's stock client, and
+// the generated UnmarshalVT).
+func BenchmarkDecideAnswerWire(b *testing.B) {
+	dec := &decider.Decision{BucketID: "plain", ConfigVersion: 3,
+		Plain: policy.Pick{Engine: &registry.Engine{ID: "e17", URL: "http://e17.test:8000", Role: registry.RolePlain}, Reason: "power_of_two"},
+		Lease: inflight.Lease{ID: "0123456789abcdef0123456789abcdef", Expires: time.Now()}}
+	stock := encoding.GetCodecV2(grpcproto.Name)
+	codecs := []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"grpc_proto", stock}, {"server_codec", newServerCodec()}}
+	for _, c := range codecs {
+		b.Run("encode/decide/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				out, err := c.codec.Marshal(decisionToProto(dec))
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Free()
+			}
+			reportCPU(b, cpu0)
+		})
+		b.Run("encode/echo/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				out, err := c.codec.Marshal(&sluicev1.DecideResponse{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Free()
+			}
+			reportCPU(b, cpu0)
+		})
+	}
+	wire, err := proto.Marshal(decisionToProto(dec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("a plain answer with a lease is %d bytes", len(wire))
+	decoders := []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"grpc_proto", stock}, {"generated", generatedClientCodec{}}}
+	for _, c := range decoders {
+		for _, side := range []struct {
+			name string
+			data []byte
+		}{{"decide", wire}, {"echo", nil}} {
+			b.Run("decode/"+side.name+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				data := mem.BufferSlice{mem.SliceBuffer(side.data)}
+				cpu0 := processCPU(b)
+				for b.Loop() {
+					var r sluicev1.DecideResponse
+					if err := c.codec.Unmarshal(data, &r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportCPU(b, cpu0)
+			})
+		}
+	}
+}
+
+// reportCPU reports the process's CPU time per iteration since cpu0 as cpu-ns/op.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }

@@ -73,7 +73,7 @@ func newRPCStack(d rpcDeps, decider sluicev1.DeciderServiceServer, admin sluicev
 	// (runtime.copystack, 16 % of the decider's CPU in BENCHMARKS.md's closed-loop profile).
 	// When every worker is busy a call gets its own goroutine as before.
 	r.grpc = grpc.NewServer(grpc.InTapHandle(d.shed.tap), grpc.UnaryInterceptor(ch.unary), grpc.MaxRecvMsgSize(d.sizes.MaxMessageBytes),
-		grpc.NumStreamWorkers(streamWorkers()))
+		grpc.NumStreamWorkers(streamWorkers()), grpc.ForceServerCodecV2(newServerCodec()))
 	r.local = newLocalConn(ch, d.shed, decider, admin)
 	sluicev1.RegisterDeciderServiceServer(r.grpc, decider)
 	sluicev1.RegisterAdminServiceServer(r.grpc, admin)
