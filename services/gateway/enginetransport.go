@@ -174,7 +174,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	for {
 		var err error
-		if resp, err = http.ReadResponse(pc.br, req); err != nil {
+		if resp, err = readResponse(pc.br, req); err != nil {
 			return fail(err)
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
