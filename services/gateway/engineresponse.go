@@ -170,7 +170,7 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	n, err := b.cr.Read(p)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		if terr := b.readTrailer(); terr != nil {
 			err = terr
 		}
@@ -190,7 +190,7 @@ func (b *chunkedBody) readTrailer() error {
 	}
 	hdr, err := textproto.NewReader(b.r).ReadMIMEHeader()
 	if err != nil {
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return io.ErrUnexpectedEOF
 		}
 		return errBadTrailer
