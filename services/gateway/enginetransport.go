@@ -27,7 +27,9 @@ import (
 // nothing cancelled the request; a body closed early, a failed exchange or "Connection: close"
 // closes it. Before a pooled connection is reused, a non-blocking peek checks that the engine
 // has not closed it meanwhile (net/http learns that from its read loop), so a POST is never
-// written to a connection already known dead; a POST is never retried (it may have run).
+// written to a connection already known dead; a POST is never retried (it may have run). The
+// peek, the request's one write and the wait for the answer are one pass through the runtime's
+// poller (connPeeker.sendWait), which saves the read that would otherwise fail with EAGAIN.
 type h1Transport struct {
 	fallback    *http.Transport
 	dialer      net.Dialer
