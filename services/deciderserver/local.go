@@ -26,6 +26,7 @@ import (
 type localConn struct {
 	methods map[string]localMethod
 	chain   *chain
+	unary   grpc.UnaryServerInterceptor // chain.unary, bound once: a method value allocates
 	shed    *shedder
 }
 
@@ -37,7 +38,7 @@ type localMethod struct {
 var _ grpc.ClientConnInterface = (*localConn)(nil)
 
 func newLocalConn(ch *chain, shed *shedder, decider sluicev1.DeciderServiceServer, admin sluicev1.AdminServiceServer) *localConn {
-	c := &localConn{methods: map[string]localMethod{}, chain: ch, shed: shed}
+	c := &localConn{methods: map[string]localMethod{}, chain: ch, unary: ch.unary, shed: shed}
 	for _, svc := range []struct {
 		desc *grpc.ServiceDesc
 		srv  any
@@ -81,7 +82,7 @@ func (c *localConn) Invoke(ctx context.Context, method string, args, reply any, 
 		copyMessage(pm, in)
 		return nil
 	}
-	resp, err := m.handler(m.srv, ctx, dec, c.chain.unary)
+	resp, err := m.handler(m.srv, ctx, dec, c.unary)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,9 @@ import (
 // nothing cancelled the request; a body closed early, a failed exchange or "Connection: close"
 // closes it. Before a pooled connection is reused, a non-blocking peek checks that the engine
 // has not closed it meanwhile (net/http learns that from its read loop), so a POST is never
-// written to a connection already known dead; a POST is never retried (it may have run).
+// written to a connection already known dead; a POST is never retried (it may have run). The
+// peek, the request's one write and the wait for the answer are one pass through the runtime's
+// poller (connPeeker.sendWait), which saves the read that would otherwise fail with EAGAIN.
 type h1Transport struct {
 	fallback    *http.Transport
 	dialer      net.Dialer
@@ -42,9 +45,15 @@ type h1Conn struct {
 	c      net.Conn
 	peek   *connPeeker
 	br     *bufio.Reader
-	bw     *bufio.Writer
+	bw     *bufio.Writer // made for a body too large for wbuf
+	wbuf   []byte        // the request as written, kept for the next one
+	reused bool          // it came from the pool: peek before writing
 	idleAt time.Time
 }
+
+// maxInlineBody is the largest body sent from the connection's own buffer in the request's
+// one write; a larger one is streamed through a bufio.Writer.
+const maxInlineBody = 256 << 10
 
 func newH1Transport(fallback *http.Transport) *h1Transport {
 	return &h1Transport{
@@ -93,18 +102,10 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	pc := t.get(addr)
-	if pc == nil {
-		c, err := t.dialer.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			closeReqBody(req)
-			return nil, err
-		}
-		pc = &h1Conn{c: c, peek: newConnPeeker(c), br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}
-	}
-	// A cancelled request unblocks whatever read or write is in progress on the connection,
-	// which is then closed instead of pooled.
-	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(time.Unix(1, 0)) })
+	inline := req.ContentLength <= maxInlineBody
+	var msg []byte
+	var pc *h1Conn
+	var stop func() bool
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		pc.c.Close()
@@ -113,15 +114,69 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	if err := writeRequest(pc.bw, req); err != nil {
-		closeReqBody(req)
-		return fail(err)
+	for {
+		if pc = t.get(addr); pc == nil {
+			c, err := t.dialer.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				closeReqBody(req)
+				return nil, err
+			}
+			pc = &h1Conn{c: c, peek: newConnPeeker(c), br: bufio.NewReaderSize(c, 4<<10)}
+		}
+		if inline && msg == nil {
+			var err error
+			if msg, err = appendRequest(pc.wbuf[:0], req); err != nil {
+				closeReqBody(req)
+				pc.c.Close()
+				return nil, err
+			}
+			closeReqBody(req)
+		}
+		// A cancelled request unblocks whatever read or write is in progress on the
+		// connection, which is then closed instead of pooled.
+		cpc := pc
+		stop = context.AfterFunc(ctx, func() { _ = cpc.c.SetDeadline(time.Unix(1, 0)) })
+		if !inline {
+			if pc.reused && !pc.peek.connAlive() {
+				stop()
+				pc.c.Close()
+				continue
+			}
+			if pc.bw == nil {
+				pc.bw = bufio.NewWriterSize(pc.c, 4<<10)
+			}
+			err := writeRequest(pc.bw, req)
+			closeReqBody(req)
+			if err != nil {
+				return fail(err)
+			}
+			break
+		}
+		// The peek (for a pooled connection), the write and the wait for the answer in one
+		// pass through the poller (sendWait); whatever one write did not take is written here.
+		sent, alive, err := pc.peek.sendWait(msg, pc.reused)
+		if !alive {
+			stop()
+			pc.c.Close()
+			continue // nothing was written: another connection may take the request
+		}
+		if err == nil && sent < len(msg) {
+			_, err = pc.c.Write(msg[sent:])
+		}
+		if cap(msg) <= 64<<10 {
+			pc.wbuf = msg[:0]
+		} else {
+			pc.wbuf = nil
+		}
+		if err != nil {
+			return fail(err)
+		}
+		break
 	}
-	closeReqBody(req)
 	var resp *http.Response
 	for {
 		var err error
-		if resp, err = http.ReadResponse(pc.br, req); err != nil {
+		if resp, err = readResponse(pc.br, req); err != nil {
 			return fail(err)
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -182,6 +237,44 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 	return bw.Flush()
 }
 
+// appendRequest appends req as writeRequest writes it (request line, headers, body) to dst.
+func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
+	dst = append(append(dst, req.Method...), ' ')
+	dst = append(append(dst, req.URL.RequestURI()...), " HTTP/1.1\r\nHost: "...)
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	dst = append(append(dst, host...), "\r\n"...)
+	if _, ok := req.Header["User-Agent"]; !ok {
+		dst = append(dst, "User-Agent: Go-http-client/1.1\r\n"...)
+	}
+	for k, vs := range req.Header {
+		if k == "Host" || k == "Content-Length" || k == "Connection" || k == "Transfer-Encoding" {
+			continue
+		}
+		for _, v := range vs {
+			dst = append(append(append(append(dst, k...), ": "...), v...), "\r\n"...)
+		}
+	}
+	if req.Body != nil {
+		dst = append(dst, "Content-Length: "...)
+		dst = append(strconv.AppendInt(dst, req.ContentLength, 10), "\r\n"...)
+	}
+	dst = append(dst, "\r\n"...)
+	if req.Body != nil {
+		n := len(dst)
+		dst = slices.Grow(dst, int(req.ContentLength)+1)[:n+int(req.ContentLength)]
+		if _, err := io.ReadFull(req.Body, dst[n:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, errors.New("request body shorter than its Content-Length")
+			}
+			return nil, err
+		}
+	}
+	return dst, nil
+}
+
 func closeReqBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
@@ -201,8 +294,9 @@ func (t *h1Transport) get(addr string) *h1Conn {
 		conns[len(conns)-1] = nil
 		t.idle[addr] = conns[:len(conns)-1]
 		t.mu.Unlock()
-		if time.Since(pc.idleAt) < t.idleTimeout && pc.br.Buffered() == 0 && pc.peek.connAlive() {
-			return pc
+		if time.Since(pc.idleAt) < t.idleTimeout && pc.br.Buffered() == 0 {
+			pc.reused = true
+			return pc // the caller peeks that the engine has not closed it
 		}
 		pc.c.Close()
 	}

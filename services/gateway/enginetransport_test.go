@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -194,5 +195,57 @@ func TestH1TransportCancelAndEarlyClose(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, url+"/x", bytes.NewReader([]byte("{}")))
 	if _, err := c.Do(req); err == nil {
 		t.Fatal("a request to a closed port succeeded")
+	}
+}
+
+func TestH1TransportBodySizes(t *testing.T) {
+	// Bodies around the socket buffer (a first write that takes only part of the request, the
+	// rest written after) and above maxInlineBody (streamed through a bufio.Writer), each
+	// echoed back whole on one kept-alive connection.
+	srv, conns := engineServer(t, echoHandler)
+	c := &http.Client{Transport: newH1Transport(newEngineTransport())}
+	for _, n := range []int{1, 4 << 10, 100 << 10, maxInlineBody, maxInlineBody + 1, 1 << 20} {
+		body := bytes.Repeat([]byte("abcdefghij"), n/10+1)[:n]
+		if got, want := postEcho(t, c, srv.URL+"/b", string(body)), "POST /b r1 "+string(body); got != want {
+			t.Fatalf("%d B body: answer of %d B, want %d B", n, len(got), len(want))
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+}
+
+func TestH1TransportCancelBeforeTheAnswer(t *testing.T) {
+	// The engine takes the request and never answers: cancelling the request must end the
+	// wait for the answer's header, on a fresh and on a pooled connection.
+	hang := make(chan struct{})
+	srv, _ := engineServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/silent" {
+			_, _ = io.ReadAll(r.Body)
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		echoHandler(w, r)
+	})
+	defer close(hang)
+	c := &http.Client{Transport: newH1Transport(newEngineTransport())}
+	for i := range 2 {
+		if i == 1 && postEcho(t, c, srv.URL+"/ok", "z") != "POST /ok r1 z" { // pools a connection
+			t.Fatal("echo failed")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/silent", bytes.NewReader([]byte("{}")))
+		t0 := time.Now()
+		_, err := c.Do(req)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("round %d: error %v, want the context's deadline", i, err)
+		}
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Fatalf("round %d: the cancelled request took %v", i, d)
+		}
 	}
 }

@@ -185,12 +185,16 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 // (ENGINE_FAILURE); a relayed 5xx is an ENGINE_FAILURE too.
 func (s *Server) relay(r *http.Request, sw *statusWriter, stream bool, engineID string, resp *http.Response) attemptResult {
 	defer resp.Body.Close()
+	// The answer's header is this request's own (the engine transport parsed it for this
+	// exchange) and net/http copies the handler's header when it is written, so its values are
+	// handed over, not copied; capped at their length, so a later Header.Add appends to a new
+	// array rather than into the answer's.
 	h := sw.Header()
 	for k, vs := range resp.Header {
 		if isHopByHop(k) {
 			continue
 		}
-		h[k] = append([]string(nil), vs...)
+		h[k] = vs[:len(vs):len(vs)]
 	}
 	stream = stream || isEventStream(resp.Header.Get("Content-Type"))
 	if stream {

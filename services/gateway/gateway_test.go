@@ -549,3 +549,24 @@ func TestBodyTypeErrorsNameTheField(t *testing.T) {
 	}
 	waitLeases(t, d)
 }
+
+func TestReleaseBoundedByBothTimeouts(t *testing.T) {
+	// Release is bounded by -release-timeout and by the decider client's per-call
+	// -decide-timeout, whichever is shorter: the deadline the decider receives says so.
+	e1 := newFakeEngine(t, "e1")
+	d := startDecider(t, []listEntry{{engine: e1, model: "m", role: "plain"}}, "")
+	for _, tc := range []struct{ decide, release time.Duration }{
+		{decide: 3 * time.Second, release: time.Minute},
+		{decide: time.Minute, release: 3 * time.Second},
+		{decide: 3 * time.Second, release: 3 * time.Second},
+	} {
+		rd := startRecordingDecider(t, d)
+		g := startGatewayAt(t, rd.addr, func(c *Config) { c.DecideTimeout, c.ReleaseTimeout = tc.decide, tc.release })
+		readAll(t, post(t, g, routeChat, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		waitLeases(t, d)
+		left := rd.releaseDeadlines()
+		if len(left) != 1 || left[0] <= 0 || left[0] > 3*time.Second {
+			t.Fatalf("decide %v, release %v: Release arrived with %v left, want one call with (0, 3s]", tc.decide, tc.release, left)
+		}
+	}
+}

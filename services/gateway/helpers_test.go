@@ -221,6 +221,9 @@ type recordingDecider struct {
 
 	mu   sync.Mutex
 	reqs []*sluicev1.DecideRequest
+	// releaseLeft is the time left before each Release call's deadline when it arrived
+	// (-1 without a deadline).
+	releaseLeft []time.Duration
 }
 
 func startRecordingDecider(t testing.TB, d *deciderserver.Server) *recordingDecider {
@@ -252,7 +255,20 @@ func (rd *recordingDecider) Decide(ctx context.Context, in *sluicev1.DecideReque
 }
 
 func (rd *recordingDecider) Release(ctx context.Context, in *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	left := time.Duration(-1)
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	rd.mu.Lock()
+	rd.releaseLeft = append(rd.releaseLeft, left)
+	rd.mu.Unlock()
 	return rd.next.Release(ctx, in)
+}
+
+func (rd *recordingDecider) releaseDeadlines() []time.Duration {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return append([]time.Duration(nil), rd.releaseLeft...)
 }
 
 func (rd *recordingDecider) ListEngines(ctx context.Context, in *sluicev1.ListEnginesRequest) (*sluicev1.ListEnginesResponse, error) {

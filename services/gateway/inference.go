@@ -190,13 +190,20 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, rm *routeMetrics, f
 }
 
 // release closes a lease with the attempt's outcome, on its own short deadline so that a
-// cancelled request still releases.
+// cancelled request still releases. The decider client bounds each call by -decide-timeout
+// (Release is one call, never retried), so when -release-timeout is no shorter than that the
+// client's deadline is the one in force and a second timer is not armed (a profile of the
+// embedded gateway had the two at 1.4 % of its CPU); TestReleaseBoundedByBothTimeouts.
 func (s *Server) release(model, leaseID, requestID string, res attemptResult) {
 	if leaseID == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReleaseTimeout)
-	defer cancel()
+	ctx := context.Background()
+	if s.cfg.DecideTimeout <= 0 || s.cfg.ReleaseTimeout < s.cfg.DecideTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.ReleaseTimeout)
+		defer cancel()
+	}
 	var failed []string
 	if res.outcome == sluicev1.ReleaseOutcome_RELEASE_OUTCOME_ENGINE_FAILURE {
 		failed = res.failed
