@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -53,15 +52,8 @@ func (d *replicaDecider) Release(_ context.Context, in *sluicev1.ReleaseRequest)
 func serveReplica(t *testing.T) (*replicaDecider, string, func()) {
 	t.Helper()
 	d := &replicaDecider{leases: map[string]bool{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	sluicev1.RegisterDeciderServiceServer(s, d)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return d, lis.Addr().String(), s.Stop
+	addr, stop := serveDecider(t, d)
+	return d, addr, stop
 }
 
 // decideAndRelease takes n leases, then releases them all in the reverse order (a balancer

@@ -75,6 +75,12 @@ func TestShardedFollowsWrongShard(t *testing.T) {
 }
 
 func serveShard(t *testing.T, d *shardDecider) string {
+	addr, _ := serveDecider(t, d)
+	return addr
+}
+
+// serveDecider serves d over gRPC on a loopback port until the test ends or stop is called.
+func serveDecider(t *testing.T, d sluicev1.DeciderServiceServer) (addr string, stop func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -84,7 +90,7 @@ func serveShard(t *testing.T, d *shardDecider) string {
 	sluicev1.RegisterDeciderServiceServer(s, d)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), s.Stop
 }
 
 // TestShardedBurst: many concurrent first calls for a sharded model all end on the owning
