@@ -34,7 +34,10 @@ func WithLeaseAffinity() grpc.DialOption {
 	return grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"` + LeaseAffinity + `": {}}]}`)
 }
 
-func init() {
+// gRPC's balancer registry is read without locks, so balancer.Register's contract is to be
+// called during initialization (in an init function), before any connection is made: the one
+// exception to the house rule of no init functions.
+func init() { //nolint:gochecknoinits // balancer.Register must run at package initialization
 	balancer.Register(base.NewBalancerBuilder(LeaseAffinity, affinityPickerBuilder{}, base.Config{HealthCheck: true}))
 }
 
