@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/metrictest"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -137,31 +136,7 @@ func TestShardRefusesOtherModels(t *testing.T) {
 // histogram counts its observations).
 func shardMetric(t *testing.T, srv *Server, name string, want map[string]string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-next:
-	for _, m := range fams[name].GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-	}
-	return sum
+	return metrictest.Sum(t, "http://"+srv.HTTPAddr()+"/metrics", "", name, want)
 }
 
 // kvRecords reads sluice_ingest_records_total{stream="kv"} from srv's /metrics.

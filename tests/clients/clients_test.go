@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/sluicehq/sluice/clients/go/deciderclient"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
+	"github.com/sluicehq/sluice/internal/metrictest"
 	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/state/pgstore/pgtest"
@@ -349,28 +347,5 @@ func goShardedReleases(t *testing.T, ctx context.Context, d decider) {
 // decidesServed is the decider at httpAddr's count of Decide calls answered ok.
 func decidesServed(t *testing.T, httpAddr string) float64 {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+viewerToken)
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("%s/metrics: %v", httpAddr, err)
-	}
-	var n float64
-	for _, m := range fams["sluice_decider_decisions_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "outcome" && l.GetValue() == "ok" {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return metrictest.Sum(t, "http://"+httpAddr+"/metrics", viewerToken, "sluice_decider_decisions_total", map[string]string{"outcome": "ok"})
 }
