@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -192,5 +194,119 @@ func TestDefaultModelForGenerate(t *testing.T) {
 	}
 	if _, err := parseFacts(routeGenerate, []byte(`{"text":"x"}`), ""); err == nil {
 		t.Error("/generate without a model and without -default-model was accepted")
+	}
+}
+
+// FuzzScanPromptIDs checks that the token-id scan of readPrompt takes only what encoding/json
+// reads as a non-empty list of uint32 ids, and reads it the same.
+func FuzzScanPromptIDs(f *testing.F) {
+	for _, s := range []string{`[1,2,3]`, ` [ 0 , 4294967295 ] `, `[4294967296]`, `[-1]`, `[1.0]`, `[1e3]`, `[]`, `[01]`,
+		`["a"]`, `[[1,2]]`, `[1,]`, `[1 2]`, `"12"`, `[1]x`, `[18446744073709551617]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) {
+			return // readPrompt gets raw from a body already checked to be valid JSON
+		}
+		got, ok := scanPromptIDs([]byte(raw))
+		var ref []int64
+		refOK := json.Unmarshal([]byte(raw), &ref) == nil && len(ref) > 0
+		var want tokens
+		if refOK {
+			var err error
+			if want, err = toTokenIDs("prompt", ref); err != nil {
+				refOK = false
+			}
+		}
+		if !ok {
+			return // encoding/json reads it, as before
+		}
+		if !refOK {
+			t.Fatalf("scanPromptIDs(%q) = %v, but encoding/json does not read it as token ids", raw, got)
+		}
+		if !slices.Equal(got, want.ids) {
+			t.Fatalf("scanPromptIDs(%q) = %v, encoding/json %v", raw, got, want.ids)
+		}
+	})
+}
+
+func TestScanPromptIDsTakesTheCommonShape(t *testing.T) {
+	for _, raw := range []string{`[1,2,3]`, ` [ 0 ,	4294967295 ]
+`} {
+		if _, ok := scanPromptIDs([]byte(raw)); !ok {
+			t.Errorf("scanPromptIDs(%q) left a plain id list to encoding/json", raw)
+		}
+	}
+	for _, raw := range []string{`[]`, `[-1]`, `[1.5]`, `[1e3]`, `[4294967296]`, `["1"]`, `[[1]]`, `"1"`} {
+		if ids, ok := scanPromptIDs([]byte(raw)); ok {
+			t.Errorf("scanPromptIDs(%q) = %v, want it left to encoding/json", raw, ids)
+		}
+	}
+}
+
+// BenchmarkParseFactsTokenIDs is a /v1/completions body with a prompt of 10,000 token ids, the
+// shape of a long prompt sent pre-tokenized (the Mooncake trace's median is ~9,000 tokens).
+func BenchmarkParseFactsTokenIDs(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","max_tokens":128,"stream":true,"prompt":[`)
+	for i := range 10000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(i * 7919 % 151936))
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseFacts(routeCompletions, body, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzPlainPromptString checks readPrompt's shortcut for a prompt string without escapes: the
+// text it takes is encoding/json's reading of the same value.
+func FuzzPlainPromptString(f *testing.F) {
+	for _, s := range []string{`"abc"`, `""`, `"a\"b"`, `"\u00e9"`, "\"\xff\"", `"é"`, `"a b"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) {
+			return
+		}
+		var fa facts
+		if err := fa.readPrompt("prompt", json.RawMessage(raw), true); err != nil || fa.known != nil {
+			return
+		}
+		var want string
+		if json.Unmarshal([]byte(raw), &want) != nil {
+			return // a list of strings: encoding/json's path, unchanged
+		}
+		if len(fa.prompt.texts) != 1 || fa.prompt.texts[0] != want {
+			t.Fatalf("readPrompt(%q) = %q, encoding/json %q", raw, fa.prompt.texts, want)
+		}
+	})
+}
+
+// BenchmarkParseFactsText is a /v1/completions body with a 10,000-word text prompt (~73 KB).
+func BenchmarkParseFactsText(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","max_tokens":128,"stream":true,"stream_options":{"include_usage":true},"prompt":"`)
+	for i := range 10000 {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString("w" + strconv.Itoa(i*7919%151936))
+	}
+	sb.WriteString(`"}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseFacts(routeCompletions, body, ""); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
