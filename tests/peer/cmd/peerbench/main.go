@@ -40,6 +40,7 @@ type flags struct {
 	sglangPolicies, sluicePolicies string
 	sluiceTokenizer                string
 	gatewayArgs, deciderArgs       string
+	scrapeInterval                 time.Duration
 	closed                         closedFlags
 }
 
@@ -76,6 +77,9 @@ func main() {
 	fs.Float64Var(&f.decodeMs, "decode-ms-per-token", 20, "engine time per output token (real time)")
 	fs.StringVar(&f.sluiceTokenizer, "sluice-tokenizer", "engine", "the gateway's -tokenizer (engine: the engine's /tokenize, as a cache_aware deployment on SGLang engines would); "+
 		"auto: engine for cache_aware, estimate (the gateway's default) for policies that read no token ids")
+	fs.DurationVar(&f.scrapeInterval, "scrape-interval", 0, "sluice enginelink's -scrape-interval, the engines' load report interval (real time); "+
+		"0 = its default 500ms divided by how much faster than real the engines run (speed ÷ load in trace replays), so sluice hears its engines as often, "+
+		"measured in their own time, as it would at real speed (sglang-router keeps no such interval: it counts its own requests)")
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
 	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
 	f.closed.register(fs)
@@ -130,6 +134,9 @@ func run(ctx context.Context, f flags) error {
 		f.speed = max(1, f.window.Seconds()/120)
 	}
 	reqs = trace.Scale(reqs, f.speed)
+	if f.scrapeInterval <= 0 {
+		f.scrapeInterval = scaledScrape(f.speed / f.load)
+	}
 	span := reqs[len(reqs)-1].Arrival
 	var cfgs []config
 	for _, p := range split(f.sglangPolicies) {
@@ -227,10 +234,12 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 	fmt.Fprintf(w, "Trace `%s`, window [%v, %v): %d requests, %d input tokens, %d output tokens (max_tokens = output length capped at %d). "+
 		"Speed %.3g: arrivals compressed into %v (%.1f req/s offered), engines %.3g× faster than real (load factor %.3g). "+
 		"%d simulated SGLang engines (sluice simengine: %d slots, prefix cache %d blocks × 16 tokens, prefill %.0f tok/s, decode %.0f ms/token, real-time figures). "+
+		"sluice's enginelink scrapes each engine's load every %v (real time; %v of the engines' time). "+
 		"%d rounds, configurations interleaved (rotated each round); %s in all. "+
 		"An infinite prefix cache shared by all engines would hit %.1f%% of the prompt tokens.\n\n",
 		f.tracePath, f.from, f.from+f.window, len(reqs), in, out, f.maxTokens, f.speed, span.Round(time.Second), float64(len(reqs))/max(span.Seconds(), 1e-9),
-		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs, f.rounds, took.Round(time.Second),
+		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs,
+		f.scrapeInterval, time.Duration(float64(f.scrapeInterval)*f.speed/f.load).Round(time.Millisecond), f.rounds, took.Round(time.Second),
 		100*peer.IdealHitRate(reqs))
 	_ = peer.Table(w, rounds)
 	var kafkaCPU time.Duration
@@ -255,4 +264,17 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 		fmt.Fprintf(w, "The Kafka broker's own CPU, not counted above, was %.2f ms/req over sluice's rounds.", float64(kafkaCPU)/float64(time.Millisecond)/float64(kafkaReqs))
 	}
 	fmt.Fprintln(w)
+}
+
+// defaultScrape is enginelink's default -scrape-interval.
+const defaultScrape = 500 * time.Millisecond
+
+// scaledScrape is the scrape interval that keeps enginelink's default in the engines' own time
+// when they run engineSpeed times faster than real, bounded below by 10ms so a very high speed
+// does not turn the scrapes into the benchmark's load.
+func scaledScrape(engineSpeed float64) time.Duration {
+	if engineSpeed <= 1 {
+		return defaultScrape
+	}
+	return max(10*time.Millisecond, time.Duration(float64(defaultScrape)/engineSpeed).Round(time.Millisecond))
 }

@@ -191,6 +191,9 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 			fmt.Sprintf("127.0.0.1:%d", p[2]), fmt.Sprintf("127.0.0.1:%d", p[3])
 		linkArgs := []string{"enginelink", "-kafka-brokers", f.brokers, "-load-topic", loadTopic, "-kv-topic", kvTopic,
 			"-http-addr", linkAddr, "-log-level", "warn"}
+		if f.scrapeInterval > 0 {
+			linkArgs = append(linkArgs, "-scrape-interval", f.scrapeInterval.String())
+		}
 		for _, e := range engines {
 			linkArgs = append(linkArgs, "-engine", fmt.Sprintf("id=%s,model=%s,engine=sglang,kv=%s,replay=%s,loads=%s/v1/loads,metrics=%s/metrics",
 				e.id, model, e.kv, e.replay, e.url, e.url))
