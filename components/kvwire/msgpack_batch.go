@@ -39,10 +39,16 @@ func DecodeMsgpack(payload []byte) (kvevents.Batch, error) {
 
 // msgpack decodes one engine batch; see DecodeMsgpack.
 func (d *decoder) msgpack(payload []byte) (kvevents.Batch, *kvevents.Error) {
+	return d.msgpackChecked(payload, false)
+}
+
+// msgpackChecked is msgpack, with every event checked for well-formedness
+// before it is decoded if checked (decodeState.checked).
+func (d *decoder) msgpackChecked(payload []byte, checked bool) (kvevents.Batch, *kvevents.Error) {
 	if err := d.lim.CheckPayload(len(payload)); err != nil {
 		return kvevents.Batch{}, err
 	}
-	st := decodeState{lim: &d.lim, r: reader{b: payload}}
+	st := decodeState{lim: &d.lim, r: reader{b: payload}, checked: checked}
 	if err := st.batch(); err != nil {
 		return kvevents.Batch{}, err
 	}
@@ -57,6 +63,16 @@ type decodeState struct {
 	lim *kvevents.Limits
 	r   reader
 	out kvevents.Batch
+
+	// checked makes every event be skipped (checking it is well-formed
+	// msgpack) before it is decoded, as the decoder did before its one-pass
+	// path; the equivalence tests decode both ways.
+	checked bool
+	// bad records that a read the event decoder does not check for errors
+	// (the checked pass has already vouched for the bytes) found malformed
+	// or too deeply nested msgpack; the one-pass path then decodes the
+	// event again the checked way.
+	bad bool
 
 	hashes  []uint64
 	tokens  []uint32
@@ -179,19 +195,41 @@ func (st *decodeState) events() *kvevents.Error {
 	st.kinds = make([]kvevents.Kind, 0, n)
 	for i := 0; i < n; i++ {
 		start := r.off
+		nh, nt, ns, nr, nk := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed), len(st.kinds)
+		onePass := !st.checked
+		if onePass {
+			// One pass: decode the event straight from the payload, reading
+			// every byte with the checks skip makes. A valid, well-formed
+			// event (the common case) ends here. Anything else is decoded
+			// again the checked way below, so that a malformed event fails
+			// the batch and an invalid one is skipped exactly as before.
+			st.bad = false
+			if e := st.event(r); e == nil && !st.bad {
+				continue
+			}
+			st.truncate(nh, nt, ns, nr, nk)
+			r.off = start
+		}
 		if err := r.skip(); err != nil {
 			return err
 		}
 		ev := reader{b: r.b[:r.off], off: start}
-		nh, nt, ns, nr := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed)
-		if e := st.event(&ev); e != nil {
-			st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
-			st.spans = st.spans[:ns+nr]
+		st.checked, st.bad = true, false
+		e := st.event(&ev)
+		st.checked = !onePass
+		if e != nil {
+			st.truncate(nh, nt, ns, nr, nk)
 			e.Event = i
 			st.out.Skipped = append(st.out.Skipped, e)
 		}
 	}
 	return nil
+}
+
+// truncate drops what a failed event appended to the arenas.
+func (st *decodeState) truncate(nh, nt, ns, nr, nk int) {
+	st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
+	st.spans, st.kinds = st.spans[:ns+nr], st.kinds[:nk]
 }
 
 // finish builds Events once the arenas no longer move.

@@ -2,7 +2,9 @@ package kvwire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/sluicehq/sluice/state/kvevents"
@@ -90,8 +92,18 @@ type evFields struct {
 	lookahead      bool
 }
 
-// event decodes one event (already known to be well-formed msgpack) and
-// appends it to the arenas.
+// Depths of an event's values, as skip counts them from the event (0): its
+// fields and map keys are at 1, their elements at 2, a token pair's at 3.
+const (
+	depthField = 1 + iota
+	depthElem
+	depthPairElem
+)
+
+// event decodes one event and appends it to the arenas. Reads whose errors
+// it does not return set st.bad instead (see decodeState.bad); so does a
+// second "type" key after a first one, whose tag the one-pass path already
+// took.
 func (st *decodeState) event(r *reader) *kvevents.Error {
 	var tag []byte
 	var f evFields
@@ -104,7 +116,7 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 		if n == 0 || !r.isStr() {
 			return errf(kvevents.KindMalformed, "event array does not start with a tag")
 		}
-		tag, _ = r.str()
+		tag = st.str(r)
 		var layout []field
 		switch string(tag) {
 		case "BlockStored":
@@ -120,7 +132,7 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 			if i < len(layout) {
 				fid = layout[i]
 			}
-			if err := st.field(r, fid, &f); err != nil {
+			if err := st.field(r, fid, &f); err != nil || st.bad {
 				return err
 			}
 		}
@@ -130,16 +142,33 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 			return err
 		}
 		body := r.off
-		for i := 0; i < n; i++ {
-			if !r.isStr() {
-				return errf(kvevents.KindMalformed, "event map key is not a string")
+		// The engines (msgspec) write the tag first: then the fields are
+		// decoded in the same pass, and a later "type" key (which the scan
+		// below would let win) sends the event to the checked path.
+		first := 0
+		if !st.checked && n > 0 && r.isStr() {
+			if k := st.str(r); string(k) == "type" && r.isStr() {
+				tag, first = st.str(r), 1
+			} else {
+				r.off = body
 			}
-			k, _ := r.str()
-			if string(k) == "type" && r.isStr() {
-				tag, _ = r.str()
-				continue
+		}
+		if first == 0 {
+			for i := 0; i < n; i++ {
+				if !r.isStr() {
+					return errf(kvevents.KindMalformed, "event map key is not a string")
+				}
+				k := st.str(r)
+				if string(k) == "type" && r.isStr() {
+					tag = st.str(r)
+					continue
+				}
+				st.skip(r, depthField)
 			}
-			_ = r.skip()
+			if st.bad {
+				return nil
+			}
+			r.off = body
 		}
 		switch string(tag) {
 		case "BlockStored", "BlockRemoved", "AllBlocksCleared":
@@ -148,10 +177,17 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 		default:
 			return errf(kvevents.KindUnknownEventTag, "tag %.64q", tag)
 		}
-		r.off = body
-		for i := 0; i < n; i++ {
-			k, _ := r.str()
-			if err := st.field(r, mapField(k), &f); err != nil {
+		for i := first; i < n; i++ {
+			if !r.isStr() {
+				st.bad = true
+				return nil
+			}
+			k := st.str(r)
+			if first == 1 && string(k) == "type" {
+				st.bad = true
+				return nil
+			}
+			if err := st.field(r, mapField(k), &f); err != nil || st.bad {
 				return err
 			}
 		}
@@ -235,7 +271,14 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return err
 		}
 		f.h0 = len(st.hashes)
+		st.hashes = slices.Grow(st.hashes, n)
 		for i := 0; i < n; i++ {
+			// The engines' own widths first: SGLang's int64, vLLM's uint64.
+			if b := r.b[r.off:]; len(b) >= 9 && (b[0] == 0xd3 || b[0] == 0xcf) {
+				st.hashes = append(st.hashes, binary.BigEndian.Uint64(b[1:9]))
+				r.off += 9
+				continue
+			}
 			h, err := hash(r)
 			if err != nil {
 				return err
@@ -261,7 +304,30 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return err
 		}
 		f.t0 = len(st.tokens)
+		st.tokens = slices.Grow(st.tokens, n)
 		for i := 0; i < n; i++ {
+			// Plain token ids (uint8 to uint32, the widths msgpack picks for
+			// ids below 2^32) inline; anything else, pairs included, below.
+			if b := r.b[r.off:]; len(b) > 0 {
+				switch c := b[0]; {
+				case c <= 0x7f:
+					st.tokens = append(st.tokens, uint32(c))
+					r.off++
+					continue
+				case c == 0xcd && len(b) >= 3:
+					st.tokens = append(st.tokens, uint32(binary.BigEndian.Uint16(b[1:3])))
+					r.off += 3
+					continue
+				case c == 0xce && len(b) >= 5:
+					st.tokens = append(st.tokens, binary.BigEndian.Uint32(b[1:5]))
+					r.off += 5
+					continue
+				case c == 0xcc && len(b) >= 2:
+					st.tokens = append(st.tokens, uint32(b[1]))
+					r.off += 2
+					continue
+				}
+			}
 			t, pair, err := token(r)
 			if err != nil {
 				return err
@@ -292,7 +358,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "medium is not a string")
 		}
-		s, _ := r.str()
+		s := st.str(r)
 		f.medium, f.hasMedium = kvevents.ParseMedium(string(s)), true
 	case fLoRANameOrMeta:
 		if r.isMap() { // SGLang's 7th positional field
@@ -304,7 +370,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "lora_name is not a string")
 		}
-		f.loraName, _ = r.str()
+		f.loraName = st.str(r)
 	case fMetadata:
 		if r.isNil() {
 			return nil
@@ -314,7 +380,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		}
 		return st.metadata(r, f)
 	case fCacheSalt:
-		return cacheSalt(r, f)
+		return st.cacheSalt(r, f)
 	case fExtraKeys:
 		if r.isNil() {
 			return nil
@@ -332,7 +398,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 				continue
 			}
 			start := r.off
-			_ = r.skip()
+			st.skip(r, depthElem)
 			if keys == nil {
 				keys = make([]string, i, n)
 			}
@@ -350,7 +416,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "kv_cache_spec_kind is not a string")
 		}
-		s, _ := r.str()
+		s := st.str(r)
 		f.kind = groupKind(s)
 	case fGroup:
 		if r.isNil() {
@@ -370,11 +436,11 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return errf(kvevents.KindBadField, "lookahead_token_ids is not an array")
 		}
 		for i := 0; i < n; i++ {
-			_ = r.skip()
+			st.skip(r, depthElem)
 		}
 		f.lookahead = f.lookahead || n > 0
 	default:
-		return r.skip()
+		st.skip(r, depthField)
 	}
 	return nil
 }
@@ -403,39 +469,63 @@ func (st *decodeState) metadata(r *reader, f *evFields) *kvevents.Error {
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "metadata key is not a string")
 		}
-		k, _ := r.str()
+		k := st.str(r)
 		if string(k) == "cache_salt" {
-			if err := cacheSalt(r, f); err != nil {
+			if err := st.cacheSalt(r, f); err != nil {
 				return err
 			}
 			continue
 		}
-		_ = r.skip()
+		st.skip(r, depthElem)
 	}
 	return nil
 }
 
-func cacheSalt(r *reader, f *evFields) *kvevents.Error {
+func (st *decodeState) cacheSalt(r *reader, f *evFields) *kvevents.Error {
 	if r.isNil() {
 		return nil
 	}
 	if !r.isStr() {
 		return errf(kvevents.KindBadField, "cache_salt is not a string")
 	}
-	f.salt, _ = r.str()
+	f.salt = st.str(r)
 	return nil
+}
+
+// str reads a str or bin the caller knows is next; a truncated one sets
+// st.bad.
+func (st *decodeState) str(r *reader) []byte {
+	s, err := r.str()
+	if err != nil {
+		st.bad = true
+	}
+	return s
+}
+
+// skip skips a value at depth (from the event) as the checked pass does; a
+// malformed or too deeply nested one sets st.bad.
+func (st *decodeState) skip(r *reader, depth int) {
+	if err := r.skipDepth(depth); err != nil {
+		st.bad = true
+	}
 }
 
 // hash reads one engine block hash: an integer (negative int64 cast
 // bitwise) or a bin whose last 8 bytes are read big-endian.
 func hash(r *reader) (uint64, *kvevents.Error) {
 	if r.isInt() {
-		v, _, _ := r.integer()
+		v, _, ok := r.integer()
+		if !ok { // truncated: the checked pass fails the batch
+			return 0, errf(kvevents.KindMalformed, "truncated hash")
+		}
 		return v, nil
 	}
 	c, _ := r.peek()
 	if c == 0xc4 || c == 0xc5 || c == 0xc6 {
-		b, _ := r.str()
+		b, err := r.str()
+		if err != nil {
+			return 0, err
+		}
 		if len(b) < 8 {
 			return 0, errf(kvevents.KindBadHash, "bin hash of %d bytes, want at least 8", len(b))
 		}
@@ -450,7 +540,10 @@ func hash(r *reader) (uint64, *kvevents.Error) {
 // [t[i], t[i+1]] (pair reports which).
 func token(r *reader) (t uint32, pair bool, err *kvevents.Error) {
 	if r.isArray() {
-		n, _ := r.arrayLen()
+		n, lerr := r.arrayLen()
+		if lerr != nil {
+			return 0, false, lerr
+		}
 		if n == 0 {
 			return 0, false, errf(kvevents.KindBadToken, "empty token pair")
 		}
@@ -459,7 +552,9 @@ func token(r *reader) (t uint32, pair bool, err *kvevents.Error) {
 			return 0, false, errf(kvevents.KindBadToken, "token pair element is not a uint32")
 		}
 		for i := 1; i < n; i++ {
-			_ = r.skip()
+			if err := r.skipDepth(depthPairElem); err != nil {
+				return 0, false, err
+			}
 		}
 		return uint32(v), true, nil
 	}
