@@ -449,7 +449,8 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 // windowed or state-space are taken as full attention variants (MLA and the
 // like).
 func groupKind(kind []byte) kvevents.GroupKind {
-	k := bytes.ToLower(kind)
+	var buf [64]byte
+	k := lowerASCII(buf[:0], kind)
 	switch {
 	case bytes.Contains(k, []byte("sliding")) || bytes.Contains(k, []byte("local")) || bytes.Contains(k, []byte("window")):
 		return kvevents.GroupKindWindowed
@@ -458,6 +459,24 @@ func groupKind(kind []byte) kvevents.GroupKind {
 	default:
 		return kvevents.GroupKindFull
 	}
+}
+
+// lowerASCII is bytes.ToLower(s), in buf when s is short ASCII (vLLM sends
+// "full_attention" on every event) so that it costs no allocation.
+func lowerASCII(buf, s []byte) []byte {
+	if len(s) > cap(buf) {
+		return bytes.ToLower(s)
+	}
+	for _, c := range s {
+		if c >= 0x80 {
+			return bytes.ToLower(s)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return buf
 }
 
 func (st *decodeState) metadata(r *reader, f *evFields) *kvevents.Error {
