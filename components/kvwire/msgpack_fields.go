@@ -272,19 +272,26 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		}
 		f.h0 = len(st.hashes)
 		st.hashes = slices.Grow(st.hashes, n)
-		for i := 0; i < n; i++ {
-			// The engines' own widths first: SGLang's int64, vLLM's uint64.
-			if b := r.b[r.off:]; len(b) >= 9 && (b[0] == 0xd3 || b[0] == 0xcf) {
-				st.hashes = append(st.hashes, binary.BigEndian.Uint64(b[1:9]))
-				r.off += 9
+		hs := st.hashes[f.h0 : f.h0+n]
+		// Into the arena's spare room, in locals the compiler can keep in
+		// registers: the engines' own widths (SGLang's int64, vLLM's
+		// uint64) inline, anything else through hash.
+		b, off := r.b, r.off
+		for i := range hs {
+			if off+9 <= len(b) && (b[off] == 0xd3 || b[off] == 0xcf) {
+				hs[i] = binary.BigEndian.Uint64(b[off+1 : off+9])
+				off += 9
 				continue
 			}
+			r.off = off
 			h, err := hash(r)
 			if err != nil {
 				return err
 			}
-			st.hashes = append(st.hashes, h)
+			hs[i], off = h, r.off
 		}
+		r.off = off
+		st.hashes = st.hashes[:f.h0+n]
 		f.h1, f.hasHashes = len(st.hashes), true
 	case fParent:
 		if r.isNil() {
@@ -305,36 +312,42 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		}
 		f.t0 = len(st.tokens)
 		st.tokens = slices.Grow(st.tokens, n)
-		for i := 0; i < n; i++ {
-			// Plain token ids (uint8 to uint32, the widths msgpack picks for
-			// ids below 2^32) inline; anything else, pairs included, below.
-			if b := r.b[r.off:]; len(b) > 0 {
-				switch c := b[0]; {
+		ts := st.tokens[f.t0 : f.t0+n]
+		// As the hashes: plain token ids (uint8 to uint32, the widths
+		// msgpack picks for ids below 2^32) inline; anything else, pairs
+		// included, through token.
+		b, off := r.b, r.off
+		for i := range ts {
+			if off < len(b) {
+				switch c := b[off]; {
 				case c <= 0x7f:
-					st.tokens = append(st.tokens, uint32(c))
-					r.off++
+					ts[i] = uint32(c)
+					off++
 					continue
-				case c == 0xcd && len(b) >= 3:
-					st.tokens = append(st.tokens, uint32(binary.BigEndian.Uint16(b[1:3])))
-					r.off += 3
+				case c == 0xcd && off+3 <= len(b):
+					ts[i] = uint32(binary.BigEndian.Uint16(b[off+1 : off+3]))
+					off += 3
 					continue
-				case c == 0xce && len(b) >= 5:
-					st.tokens = append(st.tokens, binary.BigEndian.Uint32(b[1:5]))
-					r.off += 5
+				case c == 0xce && off+5 <= len(b):
+					ts[i] = binary.BigEndian.Uint32(b[off+1 : off+5])
+					off += 5
 					continue
-				case c == 0xcc && len(b) >= 2:
-					st.tokens = append(st.tokens, uint32(b[1]))
-					r.off += 2
+				case c == 0xcc && off+2 <= len(b):
+					ts[i] = uint32(b[off+1])
+					off += 2
 					continue
 				}
 			}
+			r.off = off
 			t, pair, err := token(r)
 			if err != nil {
 				return err
 			}
 			f.lookahead = f.lookahead || pair
-			st.tokens = append(st.tokens, t)
+			ts[i], off = t, r.off
 		}
+		r.off = off
+		st.tokens = st.tokens[:f.t0+n]
 		f.t1, f.hasTokens = len(st.tokens), true
 	case fBlockSize:
 		v, neg, ok := r.integer()
