@@ -115,3 +115,35 @@ func TestLowerASCIIIsToLower(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecoderMatchesDecodeRecord decodes each input between two engine
+// records with one Decoder: all three must decode as DecodeRecord does, so
+// that neither what the buffers held before nor what the input left in them
+// shows.
+func FuzzDecoderMatchesDecodeRecord(f *testing.F) {
+	seeds := onePassSeeds(f)
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	// The simulated engines' batches, after the fixtures in onePassSeeds.
+	sglang, vllm := seeds[len(fuzzSeeds(f))], seeds[len(fuzzSeeds(f))+1]
+	var d Decoder
+	record := func(v []byte) *kafka.Message {
+		return &kafka.Message{Key: []byte("e"), Value: v, Headers: []kafka.Header{
+			{Key: HeaderFormat, Value: []byte(FormatSGLangMsgpack)}, {Key: HeaderEpoch, Value: []byte("1")},
+			{Key: HeaderSeq, Value: []byte("2")}, {Key: HeaderModel, Value: []byte("m")}}}
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		for i, v := range [][]byte{sglang, payload, vllm} {
+			msg := record(v)
+			got, gerr := d.DecodeRecord(msg, FormatProto)
+			want, werr := DecodeRecord(msg, FormatProto)
+			if i != 1 && (gerr != nil || len(got.Batch.Events) != 5) {
+				t.Fatalf("engine batch %d: %v, %d events; want 5", i, gerr, len(got.Batch.Events))
+			}
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gerr, werr) {
+				t.Fatalf("record %d: Decoder differs from DecodeRecord:\n%s\nerror: %v, want %v", i, cmp.Diff(want, got), gerr, werr)
+			}
+		}
+	})
+}
