@@ -36,6 +36,10 @@ type KVIngester struct {
 	index   atomic.Pointer[indexBox]   // replaced only by a restore before Run
 	holders map[holderKey]*holderState // guarded by s.mu
 	stats   KVStats                    // guarded by s.mu
+	// dec decodes each record in the buffers of the last (guarded by s.mu):
+	// a record is applied before the next is decoded, and neither the
+	// ingester nor the index keeps its slices (KVIndex).
+	dec kvwire.Decoder
 
 	umu       sync.RWMutex
 	uncertain map[string]int // engine id -> uncertain ranks; guarded by umu
@@ -190,7 +194,7 @@ func (k *KVIngester) setUncertain(hk holderKey, st *holderState, v bool) {
 }
 
 func (k *KVIngester) apply(p int, msg *kafka.Message) {
-	rec, rerr := kvwire.DecodeRecord(msg, k.defaultFormat)
+	rec, rerr := k.dec.DecodeRecord(msg, k.defaultFormat)
 	if rerr != nil {
 		k.s.badRecord(rerr.Kind, p, msg.Offset, rerr.Err)
 		return

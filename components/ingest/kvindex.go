@@ -16,7 +16,10 @@ type Holder = kvindex.Holder
 type Namespace = kvindex.Namespace
 
 // KVIndex is what KVIngester needs of the prefix index (state/kvindex). All
-// writes come from one goroutine at a time (the ingester's writer lock).
+// writes come from one goroutine at a time (the ingester's writer lock). The
+// events passed to Store and Remove, and their slices, are valid only during
+// the call (the ingester decodes the next record into the same buffers);
+// an index copies what it keeps.
 type KVIndex interface {
 	// Store records that h holds the blocks of ev in namespace ns.
 	Store(h Holder, ns Namespace, ev *kvevents.BlockStored) error

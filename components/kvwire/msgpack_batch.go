@@ -2,6 +2,7 @@ package kvwire
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/state/kvevents"
@@ -30,40 +31,96 @@ import (
 // sequence the request side hashes; the event is marked Lookahead, as is a
 // vLLM event with lookahead_token_ids. See docs/kv-events.md.
 func DecodeMsgpack(payload []byte) (kvevents.Batch, error) {
-	b, err := defaultDecoder.msgpack(payload)
+	b, err := defaultDecoder.msgpack(payload, nil)
 	if err != nil { // a nil *kvevents.Error must not become a non-nil error
 		return b, err
 	}
 	return b, nil
 }
 
-// msgpack decodes one engine batch; see DecodeMsgpack.
-func (d *decoder) msgpack(payload []byte) (kvevents.Batch, *kvevents.Error) {
+// msgpack decodes one engine batch; see DecodeMsgpack. With a non-nil a,
+// the batch is built in a's buffers (see Decoder).
+func (d *decoder) msgpack(payload []byte, a *arenas) (kvevents.Batch, *kvevents.Error) {
+	return d.msgpackChecked(payload, false, a)
+}
+
+// msgpackChecked is msgpack, with every event checked for well-formedness
+// before it is decoded if checked (decodeState.checked).
+func (d *decoder) msgpackChecked(payload []byte, checked bool, a *arenas) (kvevents.Batch, *kvevents.Error) {
 	if err := d.lim.CheckPayload(len(payload)); err != nil {
 		return kvevents.Batch{}, err
 	}
-	st := decodeState{lim: &d.lim, r: reader{b: payload}}
-	if err := st.batch(); err != nil {
+	st := decodeState{lim: &d.lim, r: reader{b: payload}, checked: checked}
+	if a != nil {
+		st.arenas = a.reset()
+	}
+	err := st.batch()
+	if err == nil && st.r.left() != 0 {
+		err = st.r.malformed("trailing bytes after batch")
+	}
+	if err == nil {
+		st.finish()
+	}
+	if a != nil {
+		a.keep(&st.arenas)
+	}
+	if err != nil {
 		return kvevents.Batch{}, err
 	}
-	if st.r.left() != 0 {
-		return kvevents.Batch{}, st.r.malformed("trailing bytes after batch")
-	}
-	st.finish()
 	return st.out, nil
 }
 
-type decodeState struct {
-	lim *kvevents.Limits
-	r   reader
-	out kvevents.Batch
-
+// arenas hold a batch's events and the hashes and token ids they point
+// into.
+type arenas struct {
 	hashes  []uint64
 	tokens  []uint32
 	stored  []kvevents.BlockStored
 	removed []kvevents.BlockRemoved
 	spans   []span // per stored/removed entry, indexes into hashes/tokens
 	kinds   []kvevents.Kind
+	evs     []kvevents.Event
+}
+
+// reset returns a's buffers, emptied, for a new batch.
+func (a *arenas) reset() arenas {
+	clear(a.stored) // drop the last batch's strings for the collector
+	return arenas{hashes: a.hashes[:0], tokens: a.tokens[:0], stored: a.stored[:0], removed: a.removed[:0],
+		spans: a.spans[:0], kinds: a.kinds[:0], evs: a.evs[:0]}
+}
+
+// keepTokens bounds the token ids (and the like for the other buffers) a
+// Decoder keeps between records: a rare huge batch (SGLang with page size
+// 1 sends one hash per token) should not hold its memory for good.
+const keepTokens = 1 << 16
+
+// keep takes b's buffers for the next batch, unless they grew beyond
+// keepTokens.
+func (a *arenas) keep(b *arenas) {
+	*a = *b
+	if cap(a.tokens) > keepTokens || cap(a.hashes) > keepTokens {
+		a.hashes, a.tokens = nil, nil
+	}
+	if cap(a.stored)+cap(a.removed) > keepTokens/16 {
+		a.stored, a.removed, a.spans, a.kinds, a.evs = nil, nil, nil, nil, nil
+	}
+}
+
+type decodeState struct {
+	lim *kvevents.Limits
+	r   reader
+	out kvevents.Batch
+	arenas
+
+	// checked makes every event be skipped (checking it is well-formed
+	// msgpack) before it is decoded, as the decoder did before its one-pass
+	// path; the equivalence tests decode both ways.
+	checked bool
+	// bad records that a read the event decoder does not check for errors
+	// (the checked pass has already vouched for the bytes) found malformed
+	// or too deeply nested msgpack; the one-pass path then decodes the
+	// event again the checked way.
+	bad bool
 }
 
 type span struct{ h0, h1, t0, t1 int }
@@ -176,17 +233,33 @@ func (st *decodeState) events() *kvevents.Error {
 	if err := st.lim.CheckEvents(n); err != nil {
 		return err
 	}
-	st.kinds = make([]kvevents.Kind, 0, n)
+	st.kinds = slices.Grow(st.kinds[:0], n)
 	for i := 0; i < n; i++ {
 		start := r.off
+		nh, nt, ns, nr, nk := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed), len(st.kinds)
+		onePass := !st.checked
+		if onePass {
+			// One pass: decode the event straight from the payload, reading
+			// every byte with the checks skip makes. A valid, well-formed
+			// event (the common case) ends here. Anything else is decoded
+			// again the checked way below, so that a malformed event fails
+			// the batch and an invalid one is skipped exactly as before.
+			st.bad = false
+			if e := st.event(r); e == nil && !st.bad {
+				continue
+			}
+			st.truncate(nh, nt, ns, nr, nk)
+			r.off = start
+		}
 		if err := r.skip(); err != nil {
 			return err
 		}
 		ev := reader{b: r.b[:r.off], off: start}
-		nh, nt, ns, nr := len(st.hashes), len(st.tokens), len(st.stored), len(st.removed)
-		if e := st.event(&ev); e != nil {
-			st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
-			st.spans = st.spans[:ns+nr]
+		st.checked, st.bad = true, false
+		e := st.event(&ev)
+		st.checked = !onePass
+		if e != nil {
+			st.truncate(nh, nt, ns, nr, nk)
 			e.Event = i
 			st.out.Skipped = append(st.out.Skipped, e)
 		}
@@ -194,12 +267,19 @@ func (st *decodeState) events() *kvevents.Error {
 	return nil
 }
 
+// truncate drops what a failed event appended to the arenas.
+func (st *decodeState) truncate(nh, nt, ns, nr, nk int) {
+	st.hashes, st.tokens, st.stored, st.removed = st.hashes[:nh], st.tokens[:nt], st.stored[:ns], st.removed[:nr]
+	st.spans, st.kinds = st.spans[:ns+nr], st.kinds[:nk]
+}
+
 // finish builds Events once the arenas no longer move.
 func (st *decodeState) finish() {
 	if len(st.kinds) == 0 {
 		return
 	}
-	st.out.Events = make([]kvevents.Event, len(st.kinds))
+	st.evs = slices.Grow(st.evs[:0], len(st.kinds))[:len(st.kinds)]
+	st.out.Events = st.evs
 	si, ri, sp := 0, 0, 0
 	for i, k := range st.kinds {
 		ev := kvevents.Event{Kind: k}

@@ -2,7 +2,9 @@ package kvwire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/sluicehq/sluice/state/kvevents"
@@ -90,8 +92,18 @@ type evFields struct {
 	lookahead      bool
 }
 
-// event decodes one event (already known to be well-formed msgpack) and
-// appends it to the arenas.
+// Depths of an event's values, as skip counts them from the event (0): its
+// fields and map keys are at 1, their elements at 2, a token pair's at 3.
+const (
+	depthField = 1 + iota
+	depthElem
+	depthPairElem
+)
+
+// event decodes one event and appends it to the arenas. Reads whose errors
+// it does not return set st.bad instead (see decodeState.bad); so does a
+// second "type" key after a first one, whose tag the one-pass path already
+// took.
 func (st *decodeState) event(r *reader) *kvevents.Error {
 	var tag []byte
 	var f evFields
@@ -104,7 +116,7 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 		if n == 0 || !r.isStr() {
 			return errf(kvevents.KindMalformed, "event array does not start with a tag")
 		}
-		tag, _ = r.str()
+		tag = st.str(r)
 		var layout []field
 		switch string(tag) {
 		case "BlockStored":
@@ -120,7 +132,7 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 			if i < len(layout) {
 				fid = layout[i]
 			}
-			if err := st.field(r, fid, &f); err != nil {
+			if err := st.field(r, fid, &f); err != nil || st.bad {
 				return err
 			}
 		}
@@ -130,16 +142,33 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 			return err
 		}
 		body := r.off
-		for i := 0; i < n; i++ {
-			if !r.isStr() {
-				return errf(kvevents.KindMalformed, "event map key is not a string")
+		// The engines (msgspec) write the tag first: then the fields are
+		// decoded in the same pass, and a later "type" key (which the scan
+		// below would let win) sends the event to the checked path.
+		first := 0
+		if !st.checked && n > 0 && r.isStr() {
+			if k := st.str(r); string(k) == "type" && r.isStr() {
+				tag, first = st.str(r), 1
+			} else {
+				r.off = body
 			}
-			k, _ := r.str()
-			if string(k) == "type" && r.isStr() {
-				tag, _ = r.str()
-				continue
+		}
+		if first == 0 {
+			for i := 0; i < n; i++ {
+				if !r.isStr() {
+					return errf(kvevents.KindMalformed, "event map key is not a string")
+				}
+				k := st.str(r)
+				if string(k) == "type" && r.isStr() {
+					tag = st.str(r)
+					continue
+				}
+				st.skip(r, depthField)
 			}
-			_ = r.skip()
+			if st.bad {
+				return nil
+			}
+			r.off = body
 		}
 		switch string(tag) {
 		case "BlockStored", "BlockRemoved", "AllBlocksCleared":
@@ -148,10 +177,17 @@ func (st *decodeState) event(r *reader) *kvevents.Error {
 		default:
 			return errf(kvevents.KindUnknownEventTag, "tag %.64q", tag)
 		}
-		r.off = body
-		for i := 0; i < n; i++ {
-			k, _ := r.str()
-			if err := st.field(r, mapField(k), &f); err != nil {
+		for i := first; i < n; i++ {
+			if !r.isStr() {
+				st.bad = true
+				return nil
+			}
+			k := st.str(r)
+			if first == 1 && string(k) == "type" {
+				st.bad = true
+				return nil
+			}
+			if err := st.field(r, mapField(k), &f); err != nil || st.bad {
 				return err
 			}
 		}
@@ -235,13 +271,27 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return err
 		}
 		f.h0 = len(st.hashes)
-		for i := 0; i < n; i++ {
+		st.hashes = slices.Grow(st.hashes, n)
+		hs := st.hashes[f.h0 : f.h0+n]
+		// Into the arena's spare room, in locals the compiler can keep in
+		// registers: the engines' own widths (SGLang's int64, vLLM's
+		// uint64) inline, anything else through hash.
+		b, off := r.b, r.off
+		for i := range hs {
+			if off+9 <= len(b) && (b[off] == 0xd3 || b[off] == 0xcf) {
+				hs[i] = binary.BigEndian.Uint64(b[off+1 : off+9])
+				off += 9
+				continue
+			}
+			r.off = off
 			h, err := hash(r)
 			if err != nil {
 				return err
 			}
-			st.hashes = append(st.hashes, h)
+			hs[i], off = h, r.off
 		}
+		r.off = off
+		st.hashes = st.hashes[:f.h0+n]
 		f.h1, f.hasHashes = len(st.hashes), true
 	case fParent:
 		if r.isNil() {
@@ -261,14 +311,43 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return err
 		}
 		f.t0 = len(st.tokens)
-		for i := 0; i < n; i++ {
+		st.tokens = slices.Grow(st.tokens, n)
+		ts := st.tokens[f.t0 : f.t0+n]
+		// As the hashes: plain token ids (uint8 to uint32, the widths
+		// msgpack picks for ids below 2^32) inline; anything else, pairs
+		// included, through token.
+		b, off := r.b, r.off
+		for i := range ts {
+			if off < len(b) {
+				switch c := b[off]; {
+				case c <= 0x7f:
+					ts[i] = uint32(c)
+					off++
+					continue
+				case c == 0xcd && off+3 <= len(b):
+					ts[i] = uint32(binary.BigEndian.Uint16(b[off+1 : off+3]))
+					off += 3
+					continue
+				case c == 0xce && off+5 <= len(b):
+					ts[i] = binary.BigEndian.Uint32(b[off+1 : off+5])
+					off += 5
+					continue
+				case c == 0xcc && off+2 <= len(b):
+					ts[i] = uint32(b[off+1])
+					off += 2
+					continue
+				}
+			}
+			r.off = off
 			t, pair, err := token(r)
 			if err != nil {
 				return err
 			}
 			f.lookahead = f.lookahead || pair
-			st.tokens = append(st.tokens, t)
+			ts[i], off = t, r.off
 		}
+		r.off = off
+		st.tokens = st.tokens[:f.t0+n]
 		f.t1, f.hasTokens = len(st.tokens), true
 	case fBlockSize:
 		v, neg, ok := r.integer()
@@ -292,7 +371,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "medium is not a string")
 		}
-		s, _ := r.str()
+		s := st.str(r)
 		f.medium, f.hasMedium = kvevents.ParseMedium(string(s)), true
 	case fLoRANameOrMeta:
 		if r.isMap() { // SGLang's 7th positional field
@@ -304,7 +383,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "lora_name is not a string")
 		}
-		f.loraName, _ = r.str()
+		f.loraName = st.str(r)
 	case fMetadata:
 		if r.isNil() {
 			return nil
@@ -314,7 +393,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		}
 		return st.metadata(r, f)
 	case fCacheSalt:
-		return cacheSalt(r, f)
+		return st.cacheSalt(r, f)
 	case fExtraKeys:
 		if r.isNil() {
 			return nil
@@ -332,7 +411,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 				continue
 			}
 			start := r.off
-			_ = r.skip()
+			st.skip(r, depthElem)
 			if keys == nil {
 				keys = make([]string, i, n)
 			}
@@ -350,7 +429,7 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "kv_cache_spec_kind is not a string")
 		}
-		s, _ := r.str()
+		s := st.str(r)
 		f.kind = groupKind(s)
 	case fGroup:
 		if r.isNil() {
@@ -370,11 +449,11 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 			return errf(kvevents.KindBadField, "lookahead_token_ids is not an array")
 		}
 		for i := 0; i < n; i++ {
-			_ = r.skip()
+			st.skip(r, depthElem)
 		}
 		f.lookahead = f.lookahead || n > 0
 	default:
-		return r.skip()
+		st.skip(r, depthField)
 	}
 	return nil
 }
@@ -383,7 +462,8 @@ func (st *decodeState) field(r *reader, fid field, f *evFields) *kvevents.Error 
 // windowed or state-space are taken as full attention variants (MLA and the
 // like).
 func groupKind(kind []byte) kvevents.GroupKind {
-	k := bytes.ToLower(kind)
+	var buf [64]byte
+	k := lowerASCII(buf[:0], kind)
 	switch {
 	case bytes.Contains(k, []byte("sliding")) || bytes.Contains(k, []byte("local")) || bytes.Contains(k, []byte("window")):
 		return kvevents.GroupKindWindowed
@@ -392,6 +472,24 @@ func groupKind(kind []byte) kvevents.GroupKind {
 	default:
 		return kvevents.GroupKindFull
 	}
+}
+
+// lowerASCII is bytes.ToLower(s), in buf when s is short ASCII (vLLM sends
+// "full_attention" on every event) so that it costs no allocation.
+func lowerASCII(buf, s []byte) []byte {
+	if len(s) > cap(buf) {
+		return bytes.ToLower(s)
+	}
+	for _, c := range s {
+		if c >= 0x80 {
+			return bytes.ToLower(s)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return buf
 }
 
 func (st *decodeState) metadata(r *reader, f *evFields) *kvevents.Error {
@@ -403,39 +501,63 @@ func (st *decodeState) metadata(r *reader, f *evFields) *kvevents.Error {
 		if !r.isStr() {
 			return errf(kvevents.KindBadField, "metadata key is not a string")
 		}
-		k, _ := r.str()
+		k := st.str(r)
 		if string(k) == "cache_salt" {
-			if err := cacheSalt(r, f); err != nil {
+			if err := st.cacheSalt(r, f); err != nil {
 				return err
 			}
 			continue
 		}
-		_ = r.skip()
+		st.skip(r, depthElem)
 	}
 	return nil
 }
 
-func cacheSalt(r *reader, f *evFields) *kvevents.Error {
+func (st *decodeState) cacheSalt(r *reader, f *evFields) *kvevents.Error {
 	if r.isNil() {
 		return nil
 	}
 	if !r.isStr() {
 		return errf(kvevents.KindBadField, "cache_salt is not a string")
 	}
-	f.salt, _ = r.str()
+	f.salt = st.str(r)
 	return nil
+}
+
+// str reads a str or bin the caller knows is next; a truncated one sets
+// st.bad.
+func (st *decodeState) str(r *reader) []byte {
+	s, err := r.str()
+	if err != nil {
+		st.bad = true
+	}
+	return s
+}
+
+// skip skips a value at depth (from the event) as the checked pass does; a
+// malformed or too deeply nested one sets st.bad.
+func (st *decodeState) skip(r *reader, depth int) {
+	if err := r.skipDepth(depth); err != nil {
+		st.bad = true
+	}
 }
 
 // hash reads one engine block hash: an integer (negative int64 cast
 // bitwise) or a bin whose last 8 bytes are read big-endian.
 func hash(r *reader) (uint64, *kvevents.Error) {
 	if r.isInt() {
-		v, _, _ := r.integer()
+		v, _, ok := r.integer()
+		if !ok { // truncated: the checked pass fails the batch
+			return 0, errf(kvevents.KindMalformed, "truncated hash")
+		}
 		return v, nil
 	}
 	c, _ := r.peek()
 	if c == 0xc4 || c == 0xc5 || c == 0xc6 {
-		b, _ := r.str()
+		b, err := r.str()
+		if err != nil {
+			return 0, err
+		}
 		if len(b) < 8 {
 			return 0, errf(kvevents.KindBadHash, "bin hash of %d bytes, want at least 8", len(b))
 		}
@@ -450,7 +572,10 @@ func hash(r *reader) (uint64, *kvevents.Error) {
 // [t[i], t[i+1]] (pair reports which).
 func token(r *reader) (t uint32, pair bool, err *kvevents.Error) {
 	if r.isArray() {
-		n, _ := r.arrayLen()
+		n, lerr := r.arrayLen()
+		if lerr != nil {
+			return 0, false, lerr
+		}
 		if n == 0 {
 			return 0, false, errf(kvevents.KindBadToken, "empty token pair")
 		}
@@ -459,7 +584,9 @@ func token(r *reader) (t uint32, pair bool, err *kvevents.Error) {
 			return 0, false, errf(kvevents.KindBadToken, "token pair element is not a uint32")
 		}
 		for i := 1; i < n; i++ {
-			_ = r.skip()
+			if err := r.skipDepth(depthPairElem); err != nil {
+				return 0, false, err
+			}
 		}
 		return uint32(v), true, nil
 	}

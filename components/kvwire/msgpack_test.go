@@ -293,7 +293,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 			if dec == nil {
 				dec = defaultDecoder
 			}
-			b, de := dec.msgpack(tc.payload)
+			b, de := dec.msgpack(tc.payload, nil)
 			if de == nil {
 				t.Fatalf("Decode() = %+v, nil; want a *kvevents.Error of kind %s", b, tc.want)
 			}
@@ -314,7 +314,7 @@ func TestDecodeEventLimits(t *testing.T) {
 		[]any{"BlockStored", []uint64{1}, nil, seq(0, 33), 33},
 		[]any{"BlockStored", []uint64{1, 2}, nil, seq(0, 32), 16},
 	}})
-	b, err := dec.msgpack(payload)
+	b, err := dec.msgpack(payload, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package kvwire
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/segmentio/kafka-go"
@@ -78,23 +79,71 @@ var defaultDecoder = &decoder{lim: kvevents.DefaultLimits()}
 // DecodeRecord decodes msg by its format header under
 // kvevents.DefaultLimits. defaultFormat applies when the header is absent.
 func DecodeRecord(msg *kafka.Message, defaultFormat string) (Record, *RecordError) {
-	return defaultDecoder.record(msg, defaultFormat)
+	return defaultDecoder.record(msg, defaultFormat, nil)
 }
 
-func (d *decoder) record(msg *kafka.Message, defaultFormat string) (Record, *RecordError) {
+// Decoder is DecodeRecord for one consumer that applies each record before
+// it decodes the next: it keeps its buffers from record to record, so that
+// a msgpack record costs next to no allocation (a protobuf one is decoded
+// as DecodeRecord does). The Record it returns, its Batch's events and
+// their slices, stay valid only until the next DecodeRecord call; its
+// strings are immutable, as always. A Decoder is not safe for concurrent
+// use; the zero value is ready.
+type Decoder struct {
+	a     arenas
+	names map[string]string
+}
+
+// DecodeRecord is the package's DecodeRecord, in d's buffers.
+func (d *Decoder) DecodeRecord(msg *kafka.Message, defaultFormat string) (Record, *RecordError) {
+	return defaultDecoder.record(msg, defaultFormat, d)
+}
+
+// maxNames bounds the strings a Decoder interns (engine ids, models,
+// adapters, salts of record headers) before it starts afresh.
+const maxNames = 4096
+
+// name returns b as a string, the same one every time while it is
+// interned, so that the record headers repeated on every record of an
+// engine are not allocated again each time. A nil d allocates.
+func (d *Decoder) name(b []byte) string {
+	if d == nil || len(b) == 0 {
+		return string(b)
+	}
+	if s, ok := d.names[string(b)]; ok {
+		return s
+	}
+	if d.names == nil || len(d.names) >= maxNames {
+		d.names = make(map[string]string)
+	}
+	s := string(b)
+	d.names[s] = s
+	return s
+}
+
+func (d *decoder) record(msg *kafka.Message, defaultFormat string, rd *Decoder) (Record, *RecordError) {
 	format := defaultFormat
 	var h headers
 	for _, hd := range msg.Headers {
 		h.set(hd.Key, hd.Value)
 	}
 	if h.format != nil {
-		format = string(h.format)
+		switch string(h.format) { // the known names without allocating
+		case FormatProto:
+			format = FormatProto
+		case FormatVLLMMsgpack:
+			format = FormatVLLMMsgpack
+		case FormatSGLangMsgpack:
+			format = FormatSGLangMsgpack
+		default:
+			format = string(h.format)
+		}
 	}
 	switch format {
 	case FormatProto, "":
 		return d.protoRecord(msg.Key, msg.Value)
 	case FormatVLLMMsgpack, FormatSGLangMsgpack:
-		return d.msgpackRecord(msg.Key, msg.Value, &h)
+		return d.msgpackRecord(msg.Key, msg.Value, &h, rd)
 	default:
 		return Record{}, badf("unknown_format", "header %s %q: want %s, %s or %s", HeaderFormat, format, FormatProto, FormatVLLMMsgpack, FormatSGLangMsgpack)
 	}
@@ -124,7 +173,7 @@ func (h *headers) set(k string, v []byte) {
 	}
 }
 
-func (d *decoder) msgpackRecord(key, value []byte, h *headers) (Record, *RecordError) {
+func (d *decoder) msgpackRecord(key, value []byte, h *headers, rd *Decoder) (Record, *RecordError) {
 	if len(key) == 0 {
 		return Record{}, badf("missing_key", "msgpack record without a key: the key must be the engine id")
 	}
@@ -132,8 +181,8 @@ func (d *decoder) msgpackRecord(key, value []byte, h *headers) (Record, *RecordE
 		if v == nil {
 			return 0, badf("missing_header", "msgpack record of engine %q without header %s", key, name)
 		}
-		n, err := strconv.ParseUint(string(v), 10, 64)
-		if err != nil {
+		n, ok := parseDecimal(v)
+		if !ok {
 			return 0, badf("bad_header", "header %s %q: want a decimal uint64", name, v)
 		}
 		return n, nil
@@ -149,12 +198,16 @@ func (d *decoder) msgpackRecord(key, value []byte, h *headers) (Record, *RecordE
 	if len(h.model) == 0 {
 		return Record{}, badf("missing_header", "msgpack record of engine %q without header %s", key, HeaderModel)
 	}
-	b, err := d.msgpack(value)
+	var a *arenas
+	if rd != nil {
+		a = &rd.a
+	}
+	b, err := d.msgpack(value, a)
 	if err != nil {
 		return Record{}, &RecordError{Kind: string(err.Kind), Err: err}
 	}
-	rec := Record{Engine: string(key), Epoch: epoch, Seq: seq, FirstSeq: 0, Batch: b,
-		Model: string(h.model), LoRA: string(h.lora), CacheSalt: string(h.salt)}
+	rec := Record{Engine: rd.name(key), Epoch: epoch, Seq: seq, FirstSeq: 0, Batch: b,
+		Model: rd.name(h.model), LoRA: rd.name(h.lora), CacheSalt: rd.name(h.salt)}
 	switch {
 	case b.HasRank:
 		rec.Rank = b.DPRank
@@ -169,4 +222,25 @@ func (d *decoder) msgpackRecord(key, value []byte, h *headers) (Record, *RecordE
 		return Record{}, badf("bad_field", "dp_rank %d: must be >= 0", rec.Rank)
 	}
 	return rec, nil
+}
+
+// parseDecimal is strconv.ParseUint(string(b), 10, 64) without the string
+// (which, kept by ParseUint's error, would be allocated on every record):
+// one or more ASCII digits, at most 2^64-1.
+func parseDecimal(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }

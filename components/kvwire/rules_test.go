@@ -110,11 +110,11 @@ func decodeBoth(t *testing.T, d *decoder, evs ...wireEvent) (pb, mp verdict) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pb = verdictOf(d.record(&kafka.Message{Key: []byte("e"), Value: pv}, FormatProto))
+	pb = verdictOf(d.record(&kafka.Message{Key: []byte("e"), Value: pv}, FormatProto, nil))
 	msg := &kafka.Message{Key: []byte("e"), Value: mpBatch(t, maps...), Headers: []kafka.Header{
 		{Key: HeaderFormat, Value: []byte(FormatSGLangMsgpack)}, {Key: HeaderEpoch, Value: []byte("1")},
 		{Key: HeaderSeq, Value: []byte("0")}, {Key: HeaderModel, Value: []byte("m")}}}
-	mp = verdictOf(d.record(msg, FormatProto))
+	mp = verdictOf(d.record(msg, FormatProto, nil))
 	return pb, mp
 }
 
