@@ -287,3 +287,57 @@ func counterValue(b *testing.B, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// BenchmarkParseMetrics compares parseMetrics (the load families' lines only) with a parse of the
+// whole page, on the vLLM fixture and on the fixture with 20 histograms of 2 engines × 20
+// buckets added, about the size of a real vLLM page.
+func BenchmarkParseMetrics(b *testing.B) {
+	fixture, err := os.ReadFile("testdata/vllm_dp2.metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	big := append([]byte(nil), fixture...)
+	for h := range 20 {
+		name := fmt.Sprintf("vllm:bench_hist_%d_seconds", h)
+		big = fmt.Appendf(big, "# HELP %s A histogram the link does not read.\n# TYPE %s histogram\n", name, name)
+		for e := range 2 {
+			for le := range 20 {
+				big = fmt.Appendf(big, "%s_bucket{engine=\"%d\",le=\"%d.0\",model_name=\"Qwen/Qwen3-8B\"} %d.0\n", name, e, le, le*7)
+			}
+			big = fmt.Appendf(big, "%s_bucket{engine=\"%d\",le=\"+Inf\",model_name=\"Qwen/Qwen3-8B\"} 140.0\n", name, e)
+			big = fmt.Appendf(big, "%s_count{engine=\"%d\",model_name=\"Qwen/Qwen3-8B\"} 140.0\n%s_sum{engine=\"%d\",model_name=\"Qwen/Qwen3-8B\"} 12.5\n", name, e, name, e)
+		}
+	}
+	for _, page := range []struct {
+		name string
+		b    []byte
+	}{{"fixture", fixture}, {"histograms", big}} {
+		for _, whole := range []bool{true, false} {
+			mode := "load-lines"
+			if whole {
+				mode = "whole-page"
+			}
+			b.Run(fmt.Sprintf("page=%s/%dKB/%s", page.name, len(page.b)>>10, mode), func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					var loads map[int]*rankLoad
+					if whole {
+						fams, err := parseFamilies(page.b)
+						if err != nil {
+							b.Fatal(err)
+						}
+						loads, err = loadsOf(fams)
+						if err != nil {
+							b.Fatal(err)
+						}
+					} else if loads, err = parseMetrics(page.b); err != nil {
+						b.Fatal(err)
+					}
+					if len(loads) != 2 {
+						b.Fatalf("%d ranks", len(loads))
+					}
+				}
+			})
+		}
+	}
+}
