@@ -65,9 +65,11 @@ type Config struct {
 	// StreamBuffer bounds the batches waiting per (engine, rank) stream on the bound socket;
 	// beyond, batches are dropped (and recovered by replay when possible).
 	StreamBuffer int
-	// KafkaBatchTimeout is how long the producer waits to fill a batch.
+	// KafkaBatchTimeout is how long the producer waits to fill a batch. Load reports wait at
+	// most loadLinger (1 µs): a scrape's ranks arrive together (producer.go).
 	KafkaBatchTimeout time.Duration
-	// KafkaBatchSize is the most records per produce request and partition.
+	// KafkaBatchSize is the most records per produce request and partition; at most
+	// loadBatchSize (64) for load reports (producer.go).
 	KafkaBatchSize int
 	// KafkaMaxBatchBytes bounds one produce request per partition, and so the largest record:
 	// keep it at or below the KV topic's max.message.bytes (the brokers' default is 1 MiB).

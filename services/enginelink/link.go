@@ -90,7 +90,7 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 		reg:        reg,
 		m:          m,
 		clock:      &epochClock{now: time.Now},
-		client:     &http.Client{Timeout: cfg.scrapeTimeout()},
+		client:     scrapeClient(),
 		engines:    map[string]*engineRun{},
 		topics:     map[string]*engineRun{},
 	}
@@ -103,6 +103,16 @@ func New(logger *slog.Logger, cfg Config) (*Link, error) {
 	}
 	l.prod = newProducer(l.logger, cfg, m)
 	return l, nil
+}
+
+// scrapeClient is the HTTP client of the load scrapes. Each scrape's context bounds it
+// (-scrape-timeout). It asks for uncompressed answers: a page of a few KB gains nothing from
+// gzip across a LAN, and compressing it costs the engine and unpacking it the link on every
+// scrape (promhttp, which vLLM and SGLang use too, gzips when asked).
+func scrapeClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	return &http.Client{Transport: t}
 }
 
 // Registry is the link's metrics registry (served on /metrics).

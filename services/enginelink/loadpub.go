@@ -1,6 +1,7 @@
 package enginelink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -44,10 +45,11 @@ func (l *Link) scrapeLoop(ctx context.Context, spec EngineSpec, epochs *engineEp
 	last, reports := l.m.scrapeLast.WithLabelValues(spec.ID), l.m.loadReports.WithLabelValues(spec.ID)
 	var seqs loadSeqs
 	var errs throttle
+	sc := newScraper(spec)
 	t := time.NewTicker(l.cfg.ScrapeInterval)
 	defer t.Stop()
 	for {
-		loads, err := l.scrape(ctx, spec)
+		loads, err := l.scrape(ctx, sc)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -66,15 +68,18 @@ func (l *Link) scrapeLoop(ctx context.Context, spec EngineSpec, epochs *engineEp
 			for rank := range loads {
 				ranks = max(ranks, int32(rank)+1)
 			}
+			msgs := make([]kafka.Message, 0, len(loads))
 			for _, rank := range slices.Sorted(maps.Keys(loads)) {
 				msg, err := l.loadMessage(spec, rank, ranks, epoch, seqs.next(epoch, rank), now, loads[rank])
 				if err != nil {
 					logger.Error("encode load report", slog.Any("error", err))
 					continue
 				}
-				if l.prod.enqueue(msg) {
-					reports.Inc()
-				}
+				msgs = append(msgs, msg)
+			}
+			// One call for the scrape's ranks: they share a produce request (enqueueLoads).
+			if n := l.prod.enqueueLoads(msgs); n > 0 {
+				reports.Add(float64(n))
 			}
 		}
 		select {
@@ -85,31 +90,61 @@ func (l *Link) scrapeLoop(ctx context.Context, spec EngineSpec, epochs *engineEp
 	}
 }
 
-// scrape fetches and parses the engine's loads: SGLang /v1/loads when configured, else /metrics.
-func (l *Link) scrape(ctx context.Context, spec EngineSpec) (map[int]*rankLoad, error) {
-	url, parse := spec.MetricsURL, parseMetrics
+// scraper is one engine's scrape state, kept across scrapes by its scrapeLoop: the request
+// (URL parsed and headers set once) and the body buffer are reused, so a scrape costs the GET
+// and the parse (BENCHMARKS.md, "Scrape cost").
+type scraper struct {
+	url   string
+	parse func([]byte) (map[int]*rankLoad, error)
+	req   *http.Request // the template; each scrape sends a copy with its context
+	err   error         // the template's error (a bad URL), returned by every scrape
+	body  bytes.Buffer
+}
+
+// maxKeptBody bounds the body buffer a scraper keeps between scrapes.
+const maxKeptBody = 1 << 20
+
+func newScraper(spec EngineSpec) *scraper {
+	s := &scraper{url: spec.MetricsURL, parse: parseMetrics}
 	if spec.LoadsURL != "" {
-		url, parse = spec.LoadsURL, parseSGLangLoads
+		s.url, s.parse = spec.LoadsURL, parseSGLangLoads
+	}
+	s.req, s.err = http.NewRequest(http.MethodGet, s.url, nil)
+	if s.err == nil {
+		s.req.Header.Set("Accept", "text/plain;version=0.0.4, application/json")
+	}
+	return s
+}
+
+// scrape fetches and parses the engine's loads: SGLang /v1/loads when configured, else /metrics.
+func (l *Link) scrape(ctx context.Context, s *scraper) (map[int]*rankLoad, error) {
+	if s.err != nil {
+		return nil, s.err
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.scrapeTimeout())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4, application/json")
-	resp, err := l.client.Do(req)
+	resp, err := l.client.Do(s.req.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", s.url, resp.Status)
 	}
-	loads, err := parse(io.LimitReader(resp.Body, maxScrapeBytes))
+	// The whole body is read, to its end: a JSON decoder stops at the document's last brace, and
+	// a chunked answer (SGLang's /v1/loads of a few ranks) closed before its last chunk costs the
+	// keep-alive connection, a new TCP connection per scrape.
+	s.body.Reset()
+	if s.body.Cap() > maxKeptBody {
+		s.body = bytes.Buffer{}
+	}
+	if _, err := s.body.ReadFrom(io.LimitReader(resp.Body, maxScrapeBytes)); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", s.url, err)
+	}
+	loads, err := s.parse(s.body.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	return loads, nil
 }
@@ -137,11 +172,23 @@ func (l *Link) loadMessage(spec EngineSpec, rank int, ranks int32, epoch, seq ui
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	return kafka.Message{Topic: l.loadTopic(spec.Model), Key: []byte(spec.ID), Value: v, Time: now,
+	// The key and the header values share one allocation; each is capped, so nothing appended to
+	// one can overwrite the next.
+	buf := make([]byte, 0, 3*20+len(spec.ID)+len(spec.Model))
+	buf = strconv.AppendUint(buf, epoch, 10)
+	e := len(buf)
+	buf = strconv.AppendUint(buf, seq, 10)
+	s := len(buf)
+	buf = strconv.AppendInt(buf, int64(rank), 10)
+	d := len(buf)
+	buf = append(buf, spec.ID...)
+	k := len(buf)
+	buf = append(buf, spec.Model...)
+	return kafka.Message{Topic: l.loadTopic(spec.Model), Key: buf[d:k:k], Value: v, Time: now,
 		Headers: []kafka.Header{
-			{Key: HeaderEpoch, Value: strconv.AppendUint(nil, epoch, 10)},
-			{Key: HeaderSeq, Value: strconv.AppendUint(nil, seq, 10)},
-			{Key: HeaderDPRank, Value: strconv.AppendInt(nil, int64(rank), 10)},
-			{Key: HeaderModel, Value: []byte(spec.Model)},
+			{Key: HeaderEpoch, Value: buf[:e:e]},
+			{Key: HeaderSeq, Value: buf[e:s:s]},
+			{Key: HeaderDPRank, Value: buf[s:d:d]},
+			{Key: HeaderModel, Value: buf[k:len(buf):len(buf)]},
 		}}, nil
 }

@@ -19,11 +19,14 @@ import (
 // callers: enqueue fails (and counts the drop) once MaxBufferedRecords records are queued or in
 // flight, so a slow or unreachable broker costs bounded memory and shows up as seq gaps, never
 // as a stalled ZMQ reader or a crash. Records of one key keep their order: one loop hands them
-// to the writer, whose per-partition writer sends batches one after another.
+// to the writer of their kind (KV records, load reports), whose per-partition writer sends
+// batches one after another.
 type producer struct {
 	logger  *slog.Logger
-	w       *kafka.Writer
+	w       *kafka.Writer // KV records
+	lw      *kafka.Writer // load reports (enqueueLoads): loadBatchSize, loadLinger
 	in      chan kafka.Message
+	loadIn  chan []kafka.Message // one scrape's load reports per send
 	max     int64
 	batch   int
 	timeout time.Duration
@@ -32,6 +35,8 @@ type producer struct {
 	buffered atomic.Int64
 
 	perTopic sync.Map // topic -> *topicMetrics
+
+	loadBatch []kafka.Message // Run's goroutine only
 
 	errMu   sync.Mutex
 	errLast time.Time
@@ -47,21 +52,45 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 	p := &producer{
 		logger:  logger.With(slog.String("component", "producer")),
 		in:      make(chan kafka.Message, cfg.MaxBufferedRecords),
+		loadIn:  make(chan []kafka.Message, cfg.MaxBufferedRecords), // MaxBufferedRecords bounds the records
 		max:     int64(cfg.MaxBufferedRecords),
 		batch:   cfg.KafkaBatchSize,
 		timeout: cfg.ShutdownTimeout,
 		m:       m,
 	}
 	codec, _ := compression(cfg.KafkaCompression) // validated
-	p.w = &kafka.Writer{
+	p.w = p.writer(cfg, cfg.KafkaBatchSize, cfg.KafkaBatchTimeout, codec)
+	p.lw = p.writer(cfg, min(cfg.KafkaBatchSize, loadBatchSize), min(cfg.KafkaBatchTimeout, loadLinger), codec)
+	return p
+}
+
+// loadBatchSize bounds the load reports in one produce batch. kafka-go's writer allocates a
+// batch's message slice at its full BatchSize when the batch opens: at -kafka-batch-size 2000
+// that is 2000 × 152 B ≈ 300 KB cleared and collected for every batch, while a scrape's
+// records (one per DP rank) go to the broker in batches of one to a few. 64 keeps that slice
+// at ~10 KB and still sends a backlog of load reports 64 per request (BENCHMARKS.md,
+// "Scrape cost").
+const loadBatchSize = 64
+
+// loadLinger is the load writer's BatchTimeout. A scrape's reports arrive in one call
+// (enqueueLoads), so waiting -kafka-batch-timeout for more only adds a timer's wake-up per
+// scrape, and on the shared 2-core machine one wake-up of an idle process costs 50-100 µs of
+// CPU (BENCHMARKS.md, "Scrape cost"); reports of scrapes queued meanwhile still share the
+// request.
+const loadLinger = time.Microsecond
+
+// writer is the producer's Kafka writer with batches of at most batchSize records waiting at
+// most linger, compressed with codec (0: uncompressed).
+func (p *producer) writer(cfg Config, batchSize int, linger time.Duration, codec kafka.Compression) *kafka.Writer {
+	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.brokers()...),
 		Balancer:               &kafka.Hash{},
 		RequiredAcks:           kafka.RequireAll,
 		Async:                  true,
 		AllowAutoTopicCreation: true,
-		BatchSize:              cfg.KafkaBatchSize,
+		BatchSize:              batchSize,
 		BatchBytes:             int64(cfg.KafkaMaxBatchBytes), // at most the topic's max.message.bytes
-		BatchTimeout:           cfg.KafkaBatchTimeout,
+		BatchTimeout:           linger,
 		// A produce batch is retried in place, which keeps each partition's order, for about
 		// two minutes (backoff capped at 1s): a broker outage shorter than that loses nothing
 		// while the bounded buffer (MaxBufferedRecords) holds the records arriving meanwhile;
@@ -75,7 +104,6 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		Completion:      p.completed,
 		Transport:       leaderRetry{kafka.DefaultTransport},
 	}
-	return p
 }
 
 // leaderRetry makes "no leader" answers temporary. While a restarted broker elects partition
@@ -135,8 +163,37 @@ func (p *producer) enqueue(msg kafka.Message) bool {
 	}
 }
 
-// Run hands queued records to the writer until ctx is cancelled, then flushes what is queued
-// within the shutdown timeout and closes the writer.
+// enqueueLoads queues one scrape's load reports (as enqueue does each record) and reports how
+// many were accepted: all or none. They reach the load writer in one call, so a DP engine's
+// ranks share a produce request without waiting for a linger. The producer owns msgs.
+func (p *producer) enqueueLoads(msgs []kafka.Message) int {
+	n := int64(len(msgs))
+	if n == 0 {
+		return 0
+	}
+	if p.buffered.Add(n) > p.max {
+		p.buffered.Add(-n)
+		p.dropFull(msgs)
+		return 0
+	}
+	select {
+	case p.loadIn <- msgs:
+		return len(msgs)
+	default:
+		p.buffered.Add(-n)
+		p.dropFull(msgs)
+		return 0
+	}
+}
+
+func (p *producer) dropFull(msgs []kafka.Message) {
+	for i := range msgs {
+		p.topic(msgs[i].Topic).dropFull.Inc()
+	}
+}
+
+// Run hands queued records to the writers until ctx is cancelled, then flushes what is queued
+// within the shutdown timeout and closes the writers.
 func (p *producer) Run(ctx context.Context) error {
 	batch := make([]kafka.Message, 0, p.batch)
 	for {
@@ -144,11 +201,28 @@ func (p *producer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return p.shutdown()
 		case msg := <-p.in:
-			batch = append(batch[:0], msg)
+			batch = p.drainInto(append(batch[:0], msg))
+			p.write(ctx, p.w, batch)
+		case msgs := <-p.loadIn:
+			p.writeLoads(ctx, msgs)
 		}
-		batch = p.drainInto(batch)
-		p.write(ctx, batch)
 	}
+}
+
+// writeLoads hands msgs, and the other scrapes' reports already queued, to the load writer.
+func (p *producer) writeLoads(ctx context.Context, msgs []kafka.Message) {
+	load := append(p.loadBatch[:0], msgs...)
+	for more := true; more && len(load) < p.batch; {
+		select {
+		case msgs := <-p.loadIn:
+			load = append(load, msgs...)
+		default:
+			more = false
+		}
+	}
+	p.write(ctx, p.lw, load)
+	clear(load) // the writer holds its own copies; drop the payloads
+	p.loadBatch = load[:0]
 }
 
 func (p *producer) drainInto(batch []kafka.Message) []kafka.Message {
@@ -164,7 +238,7 @@ func (p *producer) drainInto(batch []kafka.Message) []kafka.Message {
 }
 
 // write hands batch to the async writer; the writer keeps its own copy of the slice's messages.
-func (p *producer) write(ctx context.Context, batch []kafka.Message) {
+func (p *producer) write(ctx context.Context, w *kafka.Writer, batch []kafka.Message) {
 	for i := range batch {
 		p.topic(batch[i].Topic).produced.Inc()
 	}
@@ -174,7 +248,7 @@ func (p *producer) write(ctx context.Context, batch []kafka.Message) {
 	// or LeaderNotAvailable for a moment. Meanwhile new records wait in the bounded buffer.
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := p.w.WriteMessages(ctx, batch...)
+		err := w.WriteMessages(ctx, batch...)
 		if err == nil {
 			return
 		}
@@ -269,16 +343,29 @@ func (p *producer) shutdown() error {
 		if len(batch) == 0 {
 			break
 		}
-		p.write(ctx, batch)
+		p.write(ctx, p.w, batch)
+	}
+	for more := true; more; {
+		select {
+		case msgs := <-p.loadIn:
+			p.writeLoads(ctx, msgs)
+		default:
+			more = false
+		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.w.Close() }()
+	go func() {
+		var errs []error
+		for _, w := range []*kafka.Writer{p.w, p.lw} {
+			if err := w.Close(); err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, err)
+			}
+		}
+		done <- errors.Join(errs...)
+	}()
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-		return nil
+		return err
 	case <-ctx.Done():
 		p.logger.Warn("kafka writer did not drain before the shutdown timeout; unsent records are lost",
 			slog.Int64("records", p.buffered.Load()), slog.Duration("timeout", p.timeout))

@@ -1,10 +1,10 @@
 package enginelink
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"time"
@@ -37,12 +37,84 @@ var errNoLoadMetrics = errors.New("no vLLM (vllm:num_requests_running) or SGLang
 // label is the DP rank; capacity = num_gpu_blocks × block_size from vllm:cache_config_info;
 // used = kv_cache_usage_perc (or the older gpu_cache_usage_perc) × capacity. SGLang: the
 // dp_rank label is the rank; of several tp/pp ranks of one DP rank the lowest is read.
-func parseMetrics(r io.Reader) (map[int]*rankLoad, error) {
+//
+// Only the lines of the families read here reach the text parser (loadLines): an engine's page
+// is mostly histograms the link does not read, and parsing them all cost most of a scrape. A
+// malformed line of another family therefore no longer fails the scrape.
+func parseMetrics(page []byte) (map[int]*rankLoad, error) {
+	fams, err := parseFamilies(loadLines(page))
+	if err != nil {
+		return nil, err
+	}
+	return loadsOf(fams)
+}
+
+// loadFamilies are the metric families parseMetrics reads.
+var loadFamilies = map[string]bool{
+	"vllm:num_requests_running": true, "vllm:num_requests_waiting": true, "vllm:gpu_cache_usage_perc": true,
+	"vllm:kv_cache_usage_perc": true, "vllm:cache_config_info": true,
+	"sglang:num_running_reqs": true, "sglang:num_queue_reqs": true, "sglang:num_used_tokens": true,
+	"sglang:max_total_num_tokens": true,
+}
+
+// loadLines returns the lines of page that can belong to loadFamilies, in order: their samples
+// and their HELP and TYPE comments, and every line whose name is quoted (the UTF-8 form
+// {"name",...}, which the text parser sorts out). Other comments, blank lines and other
+// families' lines are left out. The lines are page's own, so the result is only read.
+func loadLines(page []byte) []byte {
+	out := make([]byte, 0, 1024)
+	for rest := page; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if keepLine(line) {
+			out = append(out, line...)
+			if line[len(line)-1] != '\n' {
+				out = append(out, '\n')
+			}
+		}
+	}
+	return out
+}
+
+func keepLine(line []byte) bool {
+	l := bytes.TrimLeft(line, " \t")
+	if len(l) == 0 {
+		return false
+	}
+	if l[0] == '#' {
+		// "# HELP name ..." and "# TYPE name type"; the parser skips other comments.
+		f := bytes.Fields(l[1:])
+		if len(f) < 2 || !(string(f[0]) == "HELP" || string(f[0]) == "TYPE") {
+			return false
+		}
+		return f[1][0] == '"' || loadFamilies[string(f[1])]
+	}
+	if l[0] == '{' {
+		return true
+	}
+	end := bytes.IndexAny(l, "{ \t\r\n")
+	if end < 0 {
+		end = len(l)
+	}
+	return loadFamilies[string(l[:end])]
+}
+
+// parseFamilies parses a Prometheus text exposition.
+func parseFamilies(page []byte) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
 		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
+	return fams, nil
+}
+
+// loadsOf maps the parsed families to per-rank loads (parseMetrics).
+func loadsOf(fams map[string]*dto.MetricFamily) (map[int]*rankLoad, error) {
 	loads := map[int]*rankLoad{}
 	at := func(rank int) *rankLoad {
 		if loads[rank] == nil {
@@ -157,23 +229,23 @@ type sglangLoads struct {
 type sglangRankLoad struct {
 	// Timestamp is Unix seconds as a float in SGLang's per-rank LoadSnapshot (only the
 	// document's own timestamp is an ISO string); either form is accepted.
-	Timestamp                  json.RawMessage `json:"timestamp"`
-	DPRank                     float64         `json:"dp_rank"`
-	NumRunningReqs             float64         `json:"num_running_reqs"`
-	NumWaitingReqs             float64         `json:"num_waiting_reqs"`
-	NumWaitingUncachedTokens   float64         `json:"num_waiting_uncached_tokens"`
-	NumUsedTokens              float64         `json:"num_used_tokens"`
-	NumTotalTokens             float64         `json:"num_total_tokens"`
-	MaxTotalNumTokens          float64         `json:"max_total_num_tokens"`
-	MaxRunningRequests         float64         `json:"max_running_requests"`
-	TotalPrefillUncachedTokens float64         `json:"total_prefill_uncached_tokens"`
-	TotalPrefillBusyUs         float64         `json:"total_prefill_busy_us"`
+	Timestamp                  rankStamp `json:"timestamp"`
+	DPRank                     float64   `json:"dp_rank"`
+	NumRunningReqs             float64   `json:"num_running_reqs"`
+	NumWaitingReqs             float64   `json:"num_waiting_reqs"`
+	NumWaitingUncachedTokens   float64   `json:"num_waiting_uncached_tokens"`
+	NumUsedTokens              float64   `json:"num_used_tokens"`
+	NumTotalTokens             float64   `json:"num_total_tokens"`
+	MaxTotalNumTokens          float64   `json:"max_total_num_tokens"`
+	MaxRunningRequests         float64   `json:"max_running_requests"`
+	TotalPrefillUncachedTokens float64   `json:"total_prefill_uncached_tokens"`
+	TotalPrefillBusyUs         float64   `json:"total_prefill_busy_us"`
 }
 
 // parseSGLangLoads maps /v1/loads to per-rank loads with the native numbers filled.
-func parseSGLangLoads(r io.Reader) (map[int]*rankLoad, error) {
+func parseSGLangLoads(body []byte) (map[int]*rankLoad, error) {
 	var doc sglangLoads
-	if err := json.NewDecoder(r).Decode(&doc); err != nil {
+	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, fmt.Errorf("parse /v1/loads: %w", err)
 	}
 	if len(doc.Loads) == 0 {
@@ -196,8 +268,8 @@ func parseSGLangLoads(r io.Reader) (map[int]*rankLoad, error) {
 				PrefillBusyMicrosTotal:     int64(e.TotalPrefillBusyUs),
 			},
 		}
-		if t, ok := rankTime(e.Timestamp); ok {
-			l.CapturedAt = t
+		if e.Timestamp.ok {
+			l.CapturedAt = e.Timestamp.t
 		} else if t, err := parseISO(doc.Timestamp); err == nil {
 			l.CapturedAt = t
 		}
@@ -206,11 +278,26 @@ func parseSGLangLoads(r io.Reader) (map[int]*rankLoad, error) {
 	return out, nil
 }
 
+// rankStamp is a per-rank timestamp as decoded (rankTime); ok is false when absent or unreadable.
+type rankStamp struct {
+	t  time.Time
+	ok bool
+}
+
+// UnmarshalJSON reads the value in place: no json.RawMessage copy, no second decode.
+func (s *rankStamp) UnmarshalJSON(raw []byte) error {
+	s.t, s.ok = rankTime(raw)
+	return nil
+}
+
 // rankTime reads a per-rank timestamp: Unix seconds (a JSON number) or an RFC 3339 string.
-func rankTime(raw json.RawMessage) (time.Time, bool) {
-	var secs float64
-	if err := json.Unmarshal(raw, &secs); err == nil && secs > 0 {
-		return time.UnixMicro(int64(math.Round(secs * 1e6))).UTC(), true // float seconds carry about µs precision
+func rankTime(raw []byte) (time.Time, bool) {
+	// A JSON number (the decoder has checked the syntax) is what ParseFloat reads.
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		if secs, err := strconv.ParseFloat(string(raw), 64); err == nil && secs > 0 {
+			return time.UnixMicro(int64(math.Round(secs * 1e6))).UTC(), true // float seconds carry about µs precision
+		}
+		return time.Time{}, false
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {

@@ -1,9 +1,17 @@
 package enginelink
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,11 +40,10 @@ func TestParseMetrics(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("testdata", tc.file))
+			f, err := os.ReadFile(filepath.Join("testdata", tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
 			got, err := parseMetrics(f)
 			if err != nil {
 				t.Fatalf("parseMetrics: %v", err)
@@ -49,22 +56,20 @@ func TestParseMetrics(t *testing.T) {
 }
 
 func TestParseMetricsWithoutLoad(t *testing.T) {
-	f, err := os.Open("testdata/no_load.metrics")
+	f, err := os.ReadFile("testdata/no_load.metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if _, err := parseMetrics(f); !errors.Is(err, errNoLoadMetrics) {
 		t.Errorf("parseMetrics(no_load) error = %v, want errNoLoadMetrics", err)
 	}
 }
 
 func TestParseSGLangLoads(t *testing.T) {
-	f, err := os.Open("testdata/sglang_loads.json")
+	f, err := os.ReadFile("testdata/sglang_loads.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	got, err := parseSGLangLoads(f)
 	if err != nil {
 		t.Fatal(err)
@@ -139,4 +144,79 @@ func FuzzBatchRank(f *testing.F) {
 			t.Fatalf("rank %d out of range", r)
 		}
 	})
+}
+
+// FuzzParseMetrics: reading only the load families' lines (loadLines) gives what a parse of the
+// whole page gives, whenever the whole page parses.
+func FuzzParseMetrics(f *testing.F) {
+	for _, name := range []string{"vllm_dp2.metrics", "vllm_old.metrics", "sglang_dp2.metrics", "sglang_single.metrics", "no_load.metrics"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n" +
+		"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{dp_rank=\"1\",tp_rank=\"0\"} 4\n" +
+		"{\"vllm:num_requests_running\",engine=\"0\"} 2\n  sglang:num_queue_reqs 7"))
+	f.Fuzz(func(t *testing.T, page []byte) {
+		got, gotErr := parseMetrics(page)
+		fams, err := parseFamilies(page)
+		if err != nil {
+			return // the whole page is malformed: the load families alone may still parse
+		}
+		want, wantErr := loadsOf(fams)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("filtered parse error %v, whole-page parse error %v", gotErr, wantErr)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(rankLoad{})); diff != "" {
+			t.Fatalf("filtered parse differs from the whole page's (-whole +filtered):\n%s", diff)
+		}
+	})
+}
+
+// TestScrapeReusesConnection: an answer is read to its end, past the JSON document's last
+// brace (here 64 KB of trailing whitespace in chunks, more than the client has buffered when
+// the document ends), so every scrape goes over the one keep-alive connection: a body closed
+// early costs the connection and the next scrape dials a new one.
+func TestScrapeReusesConnection(t *testing.T) {
+	doc, err := os.ReadFile("testdata/sglang_loads.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := bytes.Repeat([]byte(" "), 64<<10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+		w.(http.Flusher).Flush() // chunked
+		_, _ = w.Write(tail)
+	}))
+	var conns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	spec := EngineSpec{ID: "e1", Model: "m", LoadsURL: srv.URL + "/v1/loads"}
+	cfg := DefaultConfig()
+	cfg.HTTPAddr, cfg.Engines = "", []EngineSpec{spec}
+	l, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newScraper(spec)
+	for range 5 {
+		loads, err := l.scrape(context.Background(), sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(loads) != 2 {
+			t.Fatalf("%d ranks, want 2", len(loads))
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 scrapes opened %d connections, want 1", n)
+	}
 }
