@@ -14,6 +14,9 @@
 //     well-formed event is decoded in one pass; any other is decoded again
 //     after a pass that checks it (decodeState.checked), so that a malformed
 //     event fails its batch and an invalid one is skipped.
+//   - engineenc (a subpackage): the engines' msgpack batches written the way
+//     vLLM and SGLang write them; the simulated engine publishes with it and
+//     the decoders' tests and benchmarks read its bytes.
 //
 // The rules an event must follow once decoded (block counts, token counts,
 // SGLang short last pages, sparse KV-cache groups, extra keys) and their limits
