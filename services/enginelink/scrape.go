@@ -88,7 +88,7 @@ func keepLine(line []byte) bool {
 	if l[0] == '#' {
 		// "# HELP name ..." and "# TYPE name type"; the parser skips other comments.
 		f := bytes.Fields(l[1:])
-		if len(f) < 2 || !(string(f[0]) == "HELP" || string(f[0]) == "TYPE") {
+		if len(f) < 2 || string(f[0]) != "HELP" && string(f[0]) != "TYPE" {
 			return false
 		}
 		return f[1][0] == '"' || loadFamilies[string(f[1])]

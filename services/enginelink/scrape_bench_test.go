@@ -3,6 +3,7 @@ package enginelink
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,7 +64,10 @@ func runBenchPeer(dp string) int {
 	fmt.Printf("http://%s %s\n", srv.Addr(), broker.Addr()[0])
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	cancel()
-	<-done
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	return 0
 }
 
@@ -186,7 +190,9 @@ func BenchmarkLoadProduce(b *testing.B) {
 	go func() { done <- l.prod.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			b.Error(err)
+		}
 	}()
 	acked := l.m.kafkaAcked.WithLabelValues("bench.load")
 	ld := &rankLoad{Running: 3, Waiting: 1, KVUsed: 1000, KVCapacity: 100000,
