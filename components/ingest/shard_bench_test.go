@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/internal/flagenv"
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
@@ -247,23 +248,9 @@ type shardProc struct {
 
 func startShardProc(b *testing.B, mode, topic string, records, want int) *shardProc {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), shardChildEnv+"="+mode, shardTopicEnv+"="+topic,
+	c := proctest.StartChild(b, true, shardChildEnv+"="+mode, shardTopicEnv+"="+topic,
 		shardRecordsEnv+"="+strconv.Itoa(records), shardWantEnv+"="+strconv.Itoa(want))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &shardProc{cmd: cmd, in: in, out: bufio.NewReader(out)}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &shardProc{cmd: c.Cmd, in: c.Stdin, out: bufio.NewReader(c.Stdout)}
 	return p
 }
 

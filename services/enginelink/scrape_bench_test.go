@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/internal/kafkadev"
+	"github.com/sluicehq/sluice/internal/proctest"
 	"github.com/sluicehq/sluice/services/simengine"
 )
 
@@ -76,29 +76,8 @@ type benchPeer struct{ base, broker string }
 // startBenchPeer starts the child process of runBenchPeer; it ends with the benchmark.
 func startBenchPeer(b *testing.B, dp int) benchPeer {
 	b.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), envBenchPeer+"="+strconv.Itoa(dp))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	child := proctest.StartChild(b, false, envBenchPeer+"="+strconv.Itoa(dp))
+	line, err := bufio.NewReader(child.Stdout).ReadString('\n')
 	if err != nil {
 		b.Fatalf("bench peer: %v", err)
 	}
