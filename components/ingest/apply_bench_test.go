@@ -9,7 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/components/kvwire"
-	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+	"github.com/sluicehq/sluice/components/kvwire/engineenc"
 	"github.com/sluicehq/sluice/state/kvindex"
 	"github.com/sluicehq/sluice/state/slots"
 )
@@ -53,9 +53,9 @@ func applyRecords(tb testing.TB, format, kvFormat string) []kafka.Message {
 	ts := float64(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano()) / 1e9
 	for c := range applyCycle {
 		for e := range applyEngines {
-			rm := kvwiretest.EngineEvent{Kind: kvwiretest.BlockRemoved,
+			rm := engineenc.Event{Kind: engineenc.BlockRemoved,
 				BlockHashes: applyChunkHashes(e, (c-applyResident+applyCycle)%applyCycle)}
-			st := kvwiretest.EngineEvent{Kind: kvwiretest.BlockStored, BlockSize: applyBlockSize,
+			st := engineenc.Event{Kind: engineenc.BlockStored, BlockSize: applyBlockSize,
 				BlockHashes: applyChunkHashes(e, c), TokenIDs: make([]uint32, applyBlocks*applyBlockSize)}
 			for i := range st.TokenIDs {
 				st.TokenIDs[i] = uint32(applyHash(e, c, 1000+i) % 151_000) // a 151k vocabulary
@@ -63,7 +63,7 @@ func applyRecords(tb testing.TB, format, kvFormat string) []kafka.Message {
 			if c%applyTurns != 0 {
 				st.ParentHash, st.HasParent = applyHash(e, c-1, applyBlocks-1), true
 			}
-			v, err := kvwiretest.EngineBatch(format, ts+float64(c), 0, []kvwiretest.EngineEvent{rm, st}, nil)
+			v, err := engineenc.Batch(format, ts+float64(c), 0, []engineenc.Event{rm, st}, nil)
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+	"github.com/sluicehq/sluice/components/kvwire/engineenc"
 )
 
 // TestDecoderMatchesDecodeRecord decodes a stream of records (valid,
@@ -62,9 +62,9 @@ func TestDecoderAllocations(t *testing.T) {
 		hashes[i] = uint64(i) * 0x9e3779b97f4a7c15
 	}
 	for _, f := range []struct{ wire, header string }{{"sglang", FormatSGLangMsgpack}, {"vllm", FormatVLLMMsgpack}} {
-		v, err := kvwiretest.EngineBatch(f.wire, tsFloat, 0, []kvwiretest.EngineEvent{
-			{Kind: kvwiretest.BlockRemoved, BlockHashes: hashes},
-			{Kind: kvwiretest.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, ParentHash: 7, HasParent: true}}, nil)
+		v, err := engineenc.Batch(f.wire, tsFloat, 0, []engineenc.Event{
+			{Kind: engineenc.BlockRemoved, BlockHashes: hashes},
+			{Kind: engineenc.BlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: 16, ParentHash: 7, HasParent: true}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

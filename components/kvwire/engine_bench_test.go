@@ -5,7 +5,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+	"github.com/sluicehq/sluice/components/kvwire/engineenc"
 )
 
 // BenchmarkDecodeEngineRecord decodes the record of one long prompt as the
@@ -23,9 +23,9 @@ func BenchmarkDecodeEngineRecord(b *testing.B) {
 		stored[i], removed[i] = uint64(i+1)*0x9e3779b97f4a7c15, uint64(i+1)*0xbf58476d1ce4e5b9
 	}
 	for _, f := range []struct{ wire, header string }{{"sglang", FormatSGLangMsgpack}, {"vllm", FormatVLLMMsgpack}} {
-		v, err := kvwiretest.EngineBatch(f.wire, tsFloat, 0, []kvwiretest.EngineEvent{
-			{Kind: kvwiretest.BlockRemoved, BlockHashes: removed},
-			{Kind: kvwiretest.BlockStored, BlockHashes: stored, TokenIDs: toks, BlockSize: 16, ParentHash: 7, HasParent: true}}, nil)
+		v, err := engineenc.Batch(f.wire, tsFloat, 0, []engineenc.Event{
+			{Kind: engineenc.BlockRemoved, BlockHashes: removed},
+			{Kind: engineenc.BlockStored, BlockHashes: stored, TokenIDs: toks, BlockSize: 16, ParentHash: 7, HasParent: true}}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

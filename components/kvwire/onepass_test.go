@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sluicehq/sluice/components/kvwire/kvwiretest"
+	"github.com/sluicehq/sluice/components/kvwire/engineenc"
 )
 
 // The decoder reads a well-formed event in one pass and decodes anything
@@ -48,15 +48,15 @@ func onePassSeeds(tb testing.TB) [][]byte {
 	out := fuzzSeeds(tb)
 	toks := []uint32{0, 1, 127, 128, 255, 256, 65535, 65536, 151643, 1<<32 - 1}
 	for _, format := range []string{"sglang", "vllm"} {
-		evs := []kvwiretest.EngineEvent{
-			{Kind: kvwiretest.BlockRemoved, BlockHashes: []uint64{1, 1 << 63, 1<<64 - 1}},
-			{Kind: kvwiretest.BlockStored, BlockHashes: []uint64{7, 1 << 40}, TokenIDs: append(toks, toks[:6]...), BlockSize: 8},
-			{Kind: kvwiretest.BlockStored, BlockHashes: []uint64{9}, ParentHash: 1 << 40, HasParent: true, TokenIDs: toks[:8],
+		evs := []engineenc.Event{
+			{Kind: engineenc.BlockRemoved, BlockHashes: []uint64{1, 1 << 63, 1<<64 - 1}},
+			{Kind: engineenc.BlockStored, BlockHashes: []uint64{7, 1 << 40}, TokenIDs: append(toks, toks[:6]...), BlockSize: 8},
+			{Kind: engineenc.BlockStored, BlockHashes: []uint64{9}, ParentHash: 1 << 40, HasParent: true, TokenIDs: toks[:8],
 				BlockSize: 8, LoRAName: "ad", CacheSalt: "s"},
-			{Kind: kvwiretest.BlockStored, BlockHashes: []uint64{10}, TokenIDs: toks[:8], BlockSize: 8, LoRAName: "ad", CacheSalt: "s"},
-			{Kind: kvwiretest.AllBlocksCleared},
+			{Kind: engineenc.BlockStored, BlockHashes: []uint64{10}, TokenIDs: toks[:8], BlockSize: 8, LoRAName: "ad", CacheSalt: "s"},
+			{Kind: engineenc.AllBlocksCleared},
 		}
-		b, err := kvwiretest.EngineBatch(format, tsFloat, 1, evs, map[string]int{"ad": 3})
+		b, err := engineenc.Batch(format, tsFloat, 1, evs, map[string]int{"ad": 3})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sluicehq/sluice/components/kvwire/engineenc"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
@@ -57,22 +56,4 @@ func MsgpackBatch(ts float64, events ...map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// Event kinds of EngineEvent.
-const (
-	BlockStored      = engineenc.BlockStored
-	BlockRemoved     = engineenc.BlockRemoved
-	AllBlocksCleared = engineenc.AllBlocksCleared
-)
-
-// EngineEvent is one KV event of a simulated engine as the wire carries it.
-type EngineEvent = engineenc.Event
-
-// EngineBatch encodes one batch of events as the simulated engines put it on their ZMQ
-// stream (format "sglang" or "vllm", the -kv-events-format values) with the encoder they
-// publish with (engineenc.Batch), so that decoder and ingestion tests and benchmarks read
-// what production reads; loraIDs numbers the adapters for vLLM's lora_id.
-func EngineBatch(format string, ts float64, rank int, evs []EngineEvent, loraIDs map[string]int) ([]byte, error) {
-	return engineenc.Batch(format, ts, rank, evs, loraIDs)
 }
