@@ -106,7 +106,7 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			}
 		}
 		if req.Stream {
-			s.stream(w, r, run, resp, done)
+			s.stream(w, r, run, resp, func() { s.ttft[rank].Observe(time.Since(submitted).Seconds()) }, done)
 			return
 		}
 		res, err := run.Result()
@@ -114,6 +114,8 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 			s.logger.Debug("request ended early", slog.Any("error", err))
 			return
 		}
+		// The model's first-token instant: the answer waits for the whole run.
+		s.ttft[rank].Observe((res.QueueTime + res.PrefillTime).Seconds())
 		done(res)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp.final(res))
@@ -121,8 +123,9 @@ func (s *Server) generation(kind routeKind) http.HandlerFunc {
 }
 
 // stream writes one SSE event per token, flushed at once, then the final event and [DONE].
-// done is called with the result of a run that ended normally.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run, resp *responder, done func(engine.Result)) {
+// first is called when the first token is out, done with the result of a run that ended
+// normally.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run, resp *responder, first func(), done func(engine.Result)) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -136,7 +139,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, run *engine.Run,
 		}
 		return rc.Flush() == nil
 	}
+	n := 0
 	for tok := range run.Tokens() {
+		if n++; n == 1 {
+			first()
+		}
 		if !send(resp.chunk(tok)) {
 			break // the client is gone; its context cancels the run
 		}

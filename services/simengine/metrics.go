@@ -23,7 +23,12 @@ import (
 // max_total_num_tokens, cache_hit_rate, gen_throughput, labelled as its scheduler labels them:
 // {engine_type="unified", model_name, pp_rank="0", tp_rank="0"}, with dp_rank only when the
 // engine runs data-parallel ranks (SGLang sets it for dp_size > 1 only).
-func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSize int, eng *engine.Engine, failed *atomic.Bool) {
+//
+// Both engines also export <prefix>:time_to_first_token_seconds (a histogram, same labels,
+// vLLM's buckets), from a request's arrival at the engine to its first output token; the
+// returned histogram is that rank's, observed by the HTTP handlers. Its _sum and _count are
+// what the peer benchmark subtracts from the client's TTFT to tell routing from transport.
+func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSize int, eng *engine.Engine, failed *atomic.Bool) prometheus.Observer {
 	gauge := func(name, help string, labels prometheus.Labels, f func(engine.Load) float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return f(eng.Load()) }))
@@ -31,6 +36,13 @@ func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSiz
 	counter := func(name, help string, labels prometheus.Labels, f func(engine.Load) float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return f(eng.Load()) }))
+	}
+	var ttft prometheus.Observer
+	histogram := func(name string, labels prometheus.Labels) prometheus.Observer {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: "Histogram of time to first token in seconds.",
+			ConstLabels: labels, Buckets: ttftBuckets})
+		reg.MustRegister(h)
+		return h
 	}
 	r := strconv.Itoa(rank)
 	switch cfg.MetricsNaming {
@@ -45,6 +57,7 @@ func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSiz
 			func(l engine.Load) float64 { return float64(l.PromptTokensTotal) })
 		counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", l,
 			func(l engine.Load) float64 { return float64(l.CachedTokensTotal) })
+		ttft = histogram("vllm:time_to_first_token_seconds", l)
 		gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.", prometheus.Labels{
 			"block_size": strconv.Itoa(cfg.BlockSize), "num_gpu_blocks": strconv.Itoa(cfg.CacheBlocks),
 			"enable_prefix_caching": "True", "engine": r,
@@ -65,6 +78,7 @@ func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSiz
 			func(l engine.Load) float64 { return float64(l.KVCapacityTokens) })
 		gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", l, cacheHitRate)
 		gauge("sglang:gen_throughput", "The generation throughput (token/s).", l, cfg.genThroughput)
+		ttft = histogram("sglang:time_to_first_token_seconds", l)
 	}
 	own := prometheus.Labels{"engine_id": cfg.ID, "dp_rank": r}
 	gauge("sluice_simengine_cached_blocks", "Blocks in the simulated prefix cache.", own,
@@ -80,4 +94,11 @@ func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSiz
 			return 1
 		}))
 	}
+	return ttft
 }
+
+// ttftBuckets are vLLM's bucket bounds for vllm:time_to_first_token_seconds (SGLang's start
+// with the same eight); a tenth of a millisecond first, for engines run many times faster
+// than real.
+var ttftBuckets = []float64{0.0001, 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+	20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}

@@ -3,6 +3,7 @@ package simengine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -119,6 +120,53 @@ func TestMetricsNamesAndLabels(t *testing.T) {
 			}
 			if h := onlySeries(t, fams, "sluice_simengine_healthy"); h.Value != 1 {
 				t.Errorf("sluice_simengine_healthy = %v, want 1", h.Value)
+			}
+		})
+	}
+}
+
+// TestTTFTHistogram sends one non-streamed and one streamed request over HTTP to an engine
+// whose prefill of a 400-token prompt takes 40 ms, and checks that the imitated engine's
+// time_to_first_token_seconds histogram counted both with at least that time each, under each
+// naming, with the gauges' labels.
+func TestTTFTHistogram(t *testing.T) {
+	for _, tc := range []struct {
+		naming, name string
+		labels       map[string]string
+	}{
+		{NamingSGLang, "sglang:time_to_first_token_seconds", map[string]string{"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}},
+		{NamingVLLM, "vllm:time_to_first_token_seconds", map[string]string{"engine": "0", "model_name": "m"}},
+	} {
+		t.Run(tc.naming, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.MetricsNaming = tc.naming
+			cfg.PrefillTokensPerSec = 10_000
+			_, base := start(t, cfg)
+			for _, stream := range []bool{false, true} {
+				prompt := strings.Repeat(fmt.Sprintf("word%v ", stream), 400) // not cached by the other
+				resp, body := post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": prompt, "max_tokens": 2, "stream": stream})
+				if resp.StatusCode != 200 {
+					t.Fatalf("stream=%v: status %d: %s", stream, resp.StatusCode, body)
+				}
+			}
+			f, ok := scrape(t, base)[tc.name]
+			if !ok || len(f.Metric) != 1 || f.Metric[0].Histogram == nil {
+				t.Fatalf("/metrics lacks one %s histogram: %v", tc.name, f)
+			}
+			m := f.Metric[0]
+			got := map[string]string{}
+			for _, l := range m.Label {
+				got[l.GetName()] = l.GetValue()
+			}
+			if diff := cmp.Diff(tc.labels, got); diff != "" {
+				t.Errorf("labels mismatch (-want +got):\n%s", diff)
+			}
+			h := m.Histogram
+			if h.GetSampleCount() != 2 {
+				t.Errorf("count = %d, want 2", h.GetSampleCount())
+			}
+			if min := 2 * 0.040; h.GetSampleSum() < min || h.GetSampleSum() > 10 {
+				t.Errorf("sum = %v s, want at least %v (two 40 ms prefills) and not absurd", h.GetSampleSum(), min)
 			}
 		})
 	}

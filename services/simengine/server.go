@@ -73,11 +73,12 @@ type Server struct {
 	logger   *slog.Logger
 	cfg      Config
 	role     engine.Role
-	adapters []string          // served LoRA adapters
-	engines  []*engine.Engine  // one per DP rank
-	pub      *Publisher        // nil without -kafka-brokers
-	kvZMQ    []*zmqKVPublisher // one per DP rank; nil without -kv-events-endpoint
-	nextDP   atomic.Uint64     // round-robin dispatch over the DP ranks
+	adapters []string              // served LoRA adapters
+	engines  []*engine.Engine      // one per DP rank
+	ttft     []prometheus.Observer // per DP rank: <engine>:time_to_first_token_seconds
+	pub      *Publisher            // nil without -kafka-brokers
+	kvZMQ    []*zmqKVPublisher     // one per DP rank; nil without -kv-events-endpoint
+	nextDP   atomic.Uint64         // round-robin dispatch over the DP ranks
 	started  time.Time
 
 	failed atomic.Bool
@@ -121,7 +122,7 @@ func New(logger *slog.Logger, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.engines = append(s.engines, eng)
-		registerEngineMetrics(promReg, cfg, rank, cfg.DPSize, eng, &s.failed)
+		s.ttft = append(s.ttft, registerEngineMetrics(promReg, cfg, rank, cfg.DPSize, eng, &s.failed))
 	}
 	if s.pub != nil {
 		s.pub.load = s.engines[0].Load

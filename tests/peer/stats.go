@@ -23,6 +23,11 @@ type Round struct {
 	// Extra is CPU time of processes the router needs but that are not counted in CPU (the
 	// Kafka broker for sluice), for the notes.
 	Extra time.Duration
+	// EngineTTFT and EngineTTFTCount are the sum and count of the engines' own
+	// time_to_first_token_seconds histograms over the replay (arrival at the engine to its
+	// first token); zero when the engines export none.
+	EngineTTFT      time.Duration
+	EngineTTFTCount int
 }
 
 // Summary is one round's numbers.
@@ -36,6 +41,11 @@ type Summary struct {
 	ReqPerSec float64
 	// CPUPerReq is the router's CPU time per request, in milliseconds.
 	CPUPerReq float64
+	// TTFTMean is the clients' mean TTFT over the successful requests; EngineTTFTMean the
+	// engines' own mean (0 without their histograms). The difference is what the router and
+	// the hops around it add on average: routing quality shows in EngineTTFTMean, transport
+	// in the rest.
+	TTFTMean, EngineTTFTMean time.Duration
 	// FirstErr is one failure, to show.
 	FirstErr string
 }
@@ -64,6 +74,16 @@ func Summarize(r Round) Summary {
 	}
 	if prompt > 0 {
 		s.HitRate = float64(cached) / float64(prompt)
+	}
+	if len(ttft) > 0 {
+		var sum time.Duration
+		for _, d := range ttft {
+			sum += d
+		}
+		s.TTFTMean = sum / time.Duration(len(ttft))
+	}
+	if r.EngineTTFTCount > 0 {
+		s.EngineTTFTMean = r.EngineTTFT / time.Duration(r.EngineTTFTCount)
 	}
 	s.TTFT50, s.TTFT90, s.TTFT99 = Quantile(ttft, 0.5), Quantile(ttft, 0.9), Quantile(ttft, 0.99)
 	s.E2E50, s.E2E99 = Quantile(e2e, 0.5), Quantile(e2e, 0.99)
@@ -127,8 +147,8 @@ func Table(w io.Writer, rounds []Round) error {
 		by[k] = append(by[k], Summarize(r))
 	}
 	var b strings.Builder
-	b.WriteString("| system | policy | rounds | requests | errors | prefix hit rate % | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | req/s | router CPU ms/req |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| system | policy | rounds | requests | errors | prefix hit rate % | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | req/s | router CPU ms/req | TTFT mean ms | engine TTFT mean ms | client − engine mean ms |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range order {
 		ss := by[k]
 		col := func(f func(Summary) float64) spread {
@@ -142,7 +162,12 @@ func Table(w io.Writer, rounds []Round) error {
 			return col(func(s Summary) float64 { return float64(f(s)) / float64(time.Millisecond) })
 		}
 		n := len(ss)
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.sys, k.pol, n,
+		engine, transport := "–", "–"
+		if !slices.ContainsFunc(ss, func(s Summary) bool { return s.EngineTTFTMean == 0 }) {
+			engine = ms(func(s Summary) time.Duration { return s.EngineTTFTMean }).cell(1, n)
+			transport = ms(func(s Summary) time.Duration { return s.TTFTMean - s.EngineTTFTMean }).cell(1, n)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.sys, k.pol, n,
 			col(func(s Summary) float64 { return float64(s.Requests) }).cell(0, 1),
 			col(func(s Summary) float64 { return float64(s.Errors) }).cell(0, n),
 			col(func(s Summary) float64 { return 100 * s.HitRate }).cell(1, n),
@@ -152,7 +177,8 @@ func Table(w io.Writer, rounds []Round) error {
 			ms(func(s Summary) time.Duration { return s.E2E50 }).cell(0, n),
 			ms(func(s Summary) time.Duration { return s.E2E99 }).cell(0, n),
 			col(func(s Summary) float64 { return s.ReqPerSec }).cell(2, n),
-			col(func(s Summary) float64 { return s.CPUPerReq }).cell(2, n))
+			col(func(s Summary) float64 { return s.CPUPerReq }).cell(2, n),
+			ms(func(s Summary) time.Duration { return s.TTFTMean }).cell(1, n), engine, transport)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

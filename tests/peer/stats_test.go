@@ -51,11 +51,22 @@ func TestSummarize(t *testing.T) {
 	if s.CPUPerReq != 10 {
 		t.Errorf("CPU %v ms/req, want 10", s.CPUPerReq)
 	}
+	if s.TTFTMean != 15*time.Millisecond || s.EngineTTFTMean != 0 {
+		t.Errorf("TTFT mean %v engine mean %v, want 15ms over the successful requests and 0 without engine figures", s.TTFTMean, s.EngineTTFTMean)
+	}
+	r.EngineTTFT, r.EngineTTFTCount = 24*time.Millisecond, 2
+	if s := Summarize(r); s.EngineTTFTMean != 12*time.Millisecond {
+		t.Errorf("engine TTFT mean %v, want 12ms", s.EngineTTFTMean)
+	}
 }
 
 func TestTableMediansOverRounds(t *testing.T) {
 	round := func(sys string, cpu time.Duration) Round {
-		return Round{System: sys, Policy: "p", CPU: cpu, Results: []Result{{E2E: time.Second, PromptTokens: 10, CachedTokens: 5}}}
+		r := Round{System: sys, Policy: "p", CPU: cpu, Results: []Result{{TTFT: 4 * time.Millisecond, E2E: time.Second, PromptTokens: 10, CachedTokens: 5}}}
+		if sys == "a" { // engine means 1, 3, 5 ms
+			r.EngineTTFT, r.EngineTTFTCount = 2*cpu-time.Millisecond, 1
+		}
+		return r
 	}
 	var b strings.Builder
 	if err := Table(&b, []Round{round("a", 1*time.Millisecond), round("b", 0), round("a", 3*time.Millisecond), round("a", 2*time.Millisecond)}); err != nil {
@@ -65,11 +76,11 @@ func TestTableMediansOverRounds(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("table:\n%s", b.String())
 	}
-	if !strings.HasPrefix(lines[2], "| a | p | 3 | 1 | 0 (0–0) | 50.0 (50.0–50.0) |") || !strings.HasSuffix(lines[2], "| 2.00 (1.00–3.00) |") {
+	if !strings.HasPrefix(lines[2], "| a | p | 3 | 1 | 0 (0–0) | 50.0 (50.0–50.0) |") || !strings.HasSuffix(lines[2], "| 2.00 (1.00–3.00) | 4.0 (4.0–4.0) | 3.0 (1.0–5.0) | 1.0 (-1.0–3.0) |") {
 		t.Errorf("row a: %s", lines[2])
 	}
-	if !strings.HasPrefix(lines[3], "| b | p | 1 | 1 | 0 | 50.0 |") {
-		t.Errorf("row b (one round, no range): %s", lines[3])
+	if !strings.HasPrefix(lines[3], "| b | p | 1 | 1 | 0 | 50.0 |") || !strings.HasSuffix(lines[3], "| 4.0 | – | – |") {
+		t.Errorf("row b (one round, no range, no engine figures): %s", lines[3])
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	promodel "github.com/prometheus/common/model"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/sluicehq/sluice/internal/trace"
@@ -68,6 +71,7 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		return peer.Round{}, err
 	}
 	ex0, _ := peer.ProcCPU(extra...)
+	ttft0, n0, ttftErr := engineTTFT(ctx, engines)
 	logf("  %s ready at %s; replaying %d requests", c.system, routerURL, len(reqs))
 	t0 := time.Now()
 	next := 0.1
@@ -82,6 +86,13 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		return peer.Round{}, err
 	}
 	ex1, _ := peer.ProcCPU(extra...)
+	ttft1, n1, err := engineTTFT(ctx, engines)
+	if ttftErr == nil && err == nil && n1 > n0 {
+		ttft1, n1 = ttft1-ttft0, n1-n0
+	} else {
+		ttft1, n1 = 0, 0
+		logf("  no engine TTFT figures: %v", errors.Join(ttftErr, err))
+	}
 	var each []string
 	for i, p := range counted {
 		c, _ := peer.ProcCPU(p.pid())
@@ -102,7 +113,49 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 			return peer.Round{}, fmt.Errorf("%s exited during the replay (log %s)", p.name, p.log)
 		}
 	}
-	return peer.Round{System: c.system, Policy: c.policy, Results: results, CPU: cpu1 - cpu0, Extra: ex1 - ex0}, nil
+	return peer.Round{System: c.system, Policy: c.policy, Results: results, CPU: cpu1 - cpu0, Extra: ex1 - ex0,
+		EngineTTFT: ttft1, EngineTTFTCount: n1}, nil
+}
+
+// engineTTFT sums the engines' own time-to-first-token histograms (SGLang's and vLLM's
+// <prefix>:time_to_first_token_seconds, which the simulated engines export under the same
+// names): total time and count so far, over every engine and series.
+func engineTTFT(ctx context.Context, engines []engine) (time.Duration, int, error) {
+	var sum float64
+	var count uint64
+	for _, e := range engines {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/metrics", nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, 0, err
+		}
+		parser := expfmt.NewTextParser(promodel.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, 0, fmt.Errorf("engine %s /metrics: %w", e.id, err)
+		}
+		found := false
+		for name, f := range fams {
+			if !strings.HasSuffix(name, ":time_to_first_token_seconds") {
+				continue
+			}
+			for _, m := range f.Metric {
+				if h := m.GetHistogram(); h != nil {
+					found = true
+					sum += h.GetSampleSum()
+					count += h.GetSampleCount()
+				}
+			}
+		}
+		if !found {
+			return 0, 0, fmt.Errorf("engine %s exports no time_to_first_token_seconds histogram", e.id)
+		}
+	}
+	return time.Duration(sum * float64(time.Second)), int(count), nil
 }
 
 // startSystem starts f.engines fresh simulated engines at engineSpeed and c's router in front
