@@ -61,12 +61,15 @@ type ttftAware struct {
 	s      config.TTFTAwareSettings
 	source PrefixSource // nil without KV ingestion: every engine is cold
 	picks  recentPicks  // the uncached tokens of this policy's recent picks, per engine
+	// sent remembers the prompts this policy dispatched until the KV index can show them
+	// (dispatchedPrefixes); used with source only.
+	sent *dispatchedPrefixes
 }
 
 var _ Policy = (*ttftAware)(nil)
 
 func newTTFTAware(deps Deps, limits admission.Limits, s config.TTFTAwareSettings, source PrefixSource) *ttftAware {
-	return &ttftAware{deps: deps, limits: limits, s: s, source: source}
+	return &ttftAware{deps: deps, limits: limits, s: s, source: source, sent: newDispatchedPrefixes()}
 }
 
 // Name implements Policy.
@@ -77,6 +80,7 @@ type ttftCand struct {
 	w                 *registry.Engine
 	o                 observation
 	matched, uncached int64
+	sent              int64 // of matched, tokens this policy sent the engine that the KV index does not show yet
 	queueTokens       int64
 	reported          int64   // pending prefill tokens the report showed (native view)
 	drained           int64   // of them, what the engine prefilled since the report at rate
@@ -146,6 +150,29 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			}
 		}
 	}
+	// What this policy sent an engine counts as held there once the engine reaches this
+	// request in its queue, before its KV events can say so (dispatchedPrefixes).
+	var chain []uint64
+	var chainBuf [256]uint64
+	if p.source != nil && res.Status != prefixUnavailable && len(req.TokenIDs) >= dispatchedChunk {
+		chain = p.sent.chain(req.namespace(), req.TokenIDs, chainBuf[:0])
+		var slotBuf [64]slots.Slot
+		var sentBuf [64]int64
+		ss, sent := slotBuf[:0], sentBuf[:0]
+		if len(cs) > len(slotBuf) {
+			ss, sent = make([]slots.Slot, 0, len(cs)), make([]int64, 0, len(cs))
+		}
+		for i := range cs {
+			ss = append(ss, cs[i].w.Slot)
+		}
+		sent = sent[:len(ss)]
+		p.sent.matched(chain, ss, snap.Now(), sent)
+		for i := range cs {
+			if m := min(sent[i], req.InputTokens); m > cs[i].matched {
+				cs[i].sent, cs[i].matched = m-cs[i].matched, m
+			}
+		}
+	}
 	for i := range cs {
 		p.estimate(snap, &cs[i], req.InputTokens)
 	}
@@ -184,6 +211,11 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 			continue
 		}
 		p.picks.record(c.w.Slot, snap.Now(), c.uncached)
+		if chain != nil && !req.DryRun {
+			// Until its first token is due, twice over, and the events' way to the index.
+			life := min(seconds(2*c.est), dispatchedMaxLife) + dispatchedGrace
+			p.sent.record(chain, c.w.Slot, snap.Now(), snap.Now().Add(life))
+		}
 		if req.Trace != nil {
 			guard := ""
 			if reason == ReasonHotSpotGuard {
@@ -423,6 +455,9 @@ func (c *ttftCand) describe() string {
 	r := func(x float64) time.Duration { return seconds(x).Round(time.Microsecond) }
 	s := fmt.Sprintf("ttft %v = queue %v (%d tokens ahead: %s) + slot wait %v + own prefill %v (%d uncached, %d matched) at %.0f tokens/s (%s)",
 		r(c.est), r(c.queue), c.queueTokens, c.queueFrom, r(c.slotWait), r(c.own), c.uncached, c.matched, c.rate, rate)
+	if c.sent > 0 {
+		s += fmt.Sprintf("; %d of the matched tokens were sent here by this router and are not in the KV index yet (prefilled before this request, first come first served)", c.sent)
+	}
 	if c.queueFrom == QueueFromReport {
 		s += fmt.Sprintf("; ahead = %d reported − %d prefilled since + %d dispatched since", c.reported, c.drained, c.dispatched)
 		if c.o.transit > 0 {

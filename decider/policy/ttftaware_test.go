@@ -408,12 +408,12 @@ func TestTTFTAwareCountsDispatchesAtTheReportInstant(t *testing.T) {
 	for _, e := range es {
 		byID[e.ID] = e
 	}
-	// Four 4,000-token cold requests at now: each engine gets one, then the fourth sees 4,000
+	// Four different 4,000-token cold requests at now: each engine gets one, then the fourth sees 4,000
 	// tokens (0.4 s) ahead everywhere.
 	var got []string
 	for i := range 4 {
 		tr := &Trace{}
-		pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, TokenIDs: tokens(4000), Trace: tr})
+		pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 4000, TokenIDs: promptOf(uint32(i), 4000), Trace: tr})
 		got = append(got, pk.Engine.ID)
 		if i == 3 {
 			for _, id := range []string{"a", "b", "c"} {
