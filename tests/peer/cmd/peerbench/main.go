@@ -41,6 +41,7 @@ type flags struct {
 	sluiceTokenizer                string
 	gatewayArgs, deciderArgs       string
 	scrapeInterval                 time.Duration
+	kvInterval                     time.Duration
 	closed                         closedFlags
 }
 
@@ -80,6 +81,9 @@ func main() {
 	fs.DurationVar(&f.scrapeInterval, "scrape-interval", 0, "sluice enginelink's -scrape-interval, the engines' load report interval (real time); "+
 		"0 = its default 500ms divided by how much faster than real the engines run (speed ÷ load in trace replays), so sluice hears its engines as often, "+
 		"measured in their own time, as it would at real speed (sglang-router keeps no such interval: it counts its own requests)")
+	fs.DurationVar(&f.kvInterval, "kv-interval", 0, "the simulated engines' -kv-interval, how often they publish KV events (real time); "+
+		"0 = simengine's default 50ms divided by how much faster than real the engines run, at least 5ms, so sluice's index lags the engines, "+
+		"measured in their own time, as at real speed (a real engine publishes every scheduler step; sglang-router reads no KV events)")
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
 	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
 	f.closed.register(fs)
@@ -136,6 +140,9 @@ func run(ctx context.Context, f flags) error {
 	reqs = trace.Scale(reqs, f.speed)
 	if f.scrapeInterval <= 0 {
 		f.scrapeInterval = scaledScrape(f.speed / f.load)
+	}
+	if f.kvInterval <= 0 {
+		f.kvInterval = scaledKVInterval(f.speed / f.load)
 	}
 	span := reqs[len(reqs)-1].Arrival
 	var cfgs []config
@@ -234,12 +241,13 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 	fmt.Fprintf(w, "Trace `%s`, window [%v, %v): %d requests, %d input tokens, %d output tokens (max_tokens = output length capped at %d). "+
 		"Speed %.3g: arrivals compressed into %v (%.1f req/s offered), engines %.3g× faster than real (load factor %.3g). "+
 		"%d simulated SGLang engines (sluice simengine: %d slots, prefix cache %d blocks × 16 tokens, prefill %.0f tok/s, decode %.0f ms/token, real-time figures). "+
-		"sluice's enginelink scrapes each engine's load every %v (real time; %v of the engines' time). "+
+		"sluice's enginelink scrapes each engine's load every %v (real time; %v of the engines' time); the engines publish KV events every %v (%v of their time). "+
 		"%d rounds, configurations interleaved (rotated each round); %s in all. "+
 		"An infinite prefix cache shared by all engines would hit %.1f%% of the prompt tokens.\n\n",
 		f.tracePath, f.from, f.from+f.window, len(reqs), in, out, f.maxTokens, f.speed, span.Round(time.Second), float64(len(reqs))/max(span.Seconds(), 1e-9),
 		f.speed/f.load, f.load, f.engines, f.maxRunning, f.cacheBlocks, f.prefillTokPerSec, f.decodeMs,
-		f.scrapeInterval, time.Duration(float64(f.scrapeInterval)*f.speed/f.load).Round(time.Millisecond), f.rounds, took.Round(time.Second),
+		f.scrapeInterval, time.Duration(float64(f.scrapeInterval)*f.speed/f.load).Round(time.Millisecond),
+		f.kvInterval, time.Duration(float64(f.kvInterval)*f.speed/f.load).Round(time.Millisecond), f.rounds, took.Round(time.Second),
 		100*peer.IdealHitRate(reqs))
 	_ = peer.Table(w, rounds)
 	var kafkaCPU time.Duration
@@ -264,6 +272,18 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 		fmt.Fprintf(w, "The Kafka broker's own CPU, not counted above, was %.2f ms/req over sluice's rounds.", float64(kafkaCPU)/float64(time.Millisecond)/float64(kafkaReqs))
 	}
 	fmt.Fprintln(w)
+}
+
+// defaultKVInterval is simengine's default -kv-interval.
+const defaultKVInterval = 50 * time.Millisecond
+
+// scaledKVInterval is the KV-event period that keeps simengine's default in the engines' own
+// time when they run engineSpeed times faster than real, at least 5ms.
+func scaledKVInterval(engineSpeed float64) time.Duration {
+	if engineSpeed <= 1 {
+		return defaultKVInterval
+	}
+	return max(5*time.Millisecond, time.Duration(float64(defaultKVInterval)/engineSpeed).Round(time.Millisecond))
 }
 
 // defaultScrape is enginelink's default -scrape-interval.

@@ -178,6 +178,10 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 	if err != nil {
 		return sys, err
 	}
+	kvInterval := f.kvInterval // trace replays scale it; the closed loop keeps the engines' default
+	if kvInterval <= 0 {
+		kvInterval = defaultKVInterval
+	}
 	engines := make([]engine, f.engines)
 	for i := range engines {
 		hp, kp, rp := ports[3*i], ports[3*i+1], ports[3*i+2]
@@ -188,7 +192,7 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 			"-metrics-naming", "sglang", "-kv-events-endpoint", fmt.Sprintf("tcp://*:%d", kp), "-kv-replay-endpoint", fmt.Sprintf("tcp://*:%d", rp),
 			"-speed", ftoa(engineSpeed), "-cache-blocks", strconv.Itoa(f.cacheBlocks), "-max-running", strconv.Itoa(f.maxRunning),
 			"-prefill-tokens-per-sec", ftoa(f.prefillTokPerSec), "-decode-ms-per-token", ftoa(f.decodeMs),
-			"-log-level", "warn"); err != nil {
+			"-kv-interval", kvInterval.String(), "-log-level", "warn"); err != nil {
 			return sys, err
 		}
 	}
