@@ -42,10 +42,9 @@ const dispatchedMaxEntries = 1 << 20
 // depth of its chain, and a later one sharing a shorter prefix only extends those), so the
 // deepest live depth is found by binary search. Safe for concurrent use.
 type dispatchedPrefixes struct {
-	mu      sync.Mutex
-	seed    maphash.Seed
-	m       map[dispatchedKey]int64 // expiry, Unix nanoseconds
-	sweepAt int64
+	mu   sync.Mutex
+	seed maphash.Seed
+	m    map[dispatchedKey]int64 // expiry, Unix nanoseconds
 }
 
 type dispatchedKey struct {
@@ -92,7 +91,7 @@ func (p *dispatchedPrefixes) record(hs []uint64, s slots.Slot, now, expires time
 	exp, at := expires.UnixNano(), now.UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sweepLocked(at)
+	p.sweepLocked(at, 4*len(hs)+64)
 	if len(p.m)+len(hs) > dispatchedMaxEntries {
 		return
 	}
@@ -104,13 +103,14 @@ func (p *dispatchedPrefixes) record(hs []uint64, s slots.Slot, now, expires time
 	}
 }
 
-// sweepLocked drops expired entries, at most once a second of the policy's clock.
-func (p *dispatchedPrefixes) sweepLocked(now int64) {
-	if now < p.sweepAt {
-		return
-	}
-	p.sweepAt = now + int64(time.Second)
+// sweepLocked visits up to budget entries and drops the expired ones among them. Each record
+// sweeps four times what it adds: a map range starts at a random place, so expired entries
+// are found wherever they are, and no Decide waits for a sweep of the whole map.
+func (p *dispatchedPrefixes) sweepLocked(now int64, budget int) {
 	for k, exp := range p.m {
+		if budget--; budget < 0 {
+			return
+		}
 		if exp <= now {
 			delete(p.m, k)
 		}

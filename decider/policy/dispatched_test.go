@@ -141,3 +141,20 @@ func TestTTFTAwareIdenticalBurstSpreads(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatchedSweepsExpired: entries past their expiry are dropped by later records, a few
+// times what each record adds, so the map stays near the live entries' size.
+func TestDispatchedSweepsExpired(t *testing.T) {
+	t.Parallel()
+	d := newDispatchedPrefixes()
+	ns := Namespace{Model: "m"}
+	now := time.Unix(1000, 0)
+	for i := range 2000 { // 2,000 prompts of 16 chunks, each alive for 10 ms, 1 ms apart
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		d.record(d.chain(ns, promptOf(uint32(i), 64*16), nil), 1, at, at.Add(10*time.Millisecond))
+	}
+	// About 10 prompts (160 entries) are alive at the end; allow a few sweeps' worth of slack.
+	if n := len(d.m); n > 500 {
+		t.Errorf("%d entries left of 32,000 recorded, most of them long expired", n)
+	}
+}

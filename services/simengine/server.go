@@ -10,8 +10,8 @@
 // /model_info, their deprecated /get_* aliases and /health_generate. vLLM flavour only:
 // /version. /metrics carries the imitated engine's gauges with its names and labels
 // (vllm:num_requests_running{engine="0",model_name}, vllm:cache_config_info, …;
-// sglang:num_running_reqs{engine_type,model_name,pp_rank,tp_rank}, …) beside
-// sluice_simengine_* series of the sim's own.
+// sglang:num_running_reqs{engine_type,model_name,pp_rank,tp_rank}, …) and its
+// time_to_first_token_seconds histogram, beside sluice_simengine_* series of the sim's own.
 //
 // KV events, as a real engine publishes them (-kv-events-endpoint): a ZMQ PUB socket sends
 // [topic, seq (8-byte big-endian, from 0 per process, +1 per batch), msgpack batch] every
