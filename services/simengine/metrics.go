@@ -25,7 +25,8 @@ import (
 // engine runs data-parallel ranks (SGLang sets it for dp_size > 1 only).
 //
 // Both engines also export <prefix>:time_to_first_token_seconds (a histogram, same labels,
-// vLLM's buckets), from a request's arrival at the engine to its first output token; the
+// vLLM's buckets), from a request's submission to the engine model (its HTTP body parsed and
+// tokenized) to its first output token; the
 // returned histogram is that rank's, observed by the HTTP handlers. Its _sum and _count are
 // what the peer benchmark subtracts from the client's TTFT to tell routing from transport.
 func registerEngineMetrics(reg *prometheus.Registry, cfg Config, rank int, dpSize int, eng *engine.Engine, failed *atomic.Bool) prometheus.Observer {

@@ -91,7 +91,11 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		ttft1, n1 = ttft1-ttft0, n1-n0
 	} else {
 		ttft1, n1 = 0, 0
-		logf("  no engine TTFT figures: %v", errors.Join(ttftErr, err))
+		why := errors.Join(ttftErr, err)
+		if why == nil {
+			why = errors.New("the engines' histograms counted no request")
+		}
+		logf("  no engine TTFT figures: %v", why)
 	}
 	var each []string
 	for i, p := range counted {
