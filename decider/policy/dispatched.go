@@ -1,11 +1,13 @@
 package policy
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/sluicehq/sluice/state/registry"
 	"github.com/sluicehq/sluice/state/slots"
 )
 
@@ -71,9 +73,7 @@ func (p *dispatchedPrefixes) chain(ns Namespace, tokens []uint32, out []uint64) 
 		chunk := tokens[c : c+dispatchedChunk]
 		h.Reset()
 		var b [8]byte
-		for i := range b {
-			b[i] = byte(prev >> (8 * i))
-		}
+		binary.LittleEndian.PutUint64(b[:], prev)
 		h.Write(b[:])
 		// The chunk's bytes in memory order: the hash is only compared within this process.
 		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&chunk[0])), 4*len(chunk)))
@@ -119,7 +119,7 @@ func (p *dispatchedPrefixes) sweepLocked(now int64, budget int) {
 
 // matched sets out[i] to the tokens of the prompt whose chain is hs (whole chunks) that engine
 // engines[i] was sent by a dispatch still remembered at now; 0 for none.
-func (p *dispatchedPrefixes) matched(hs []uint64, engines []slots.Slot, now time.Time, out []int64) {
+func (p *dispatchedPrefixes) matched(hs []uint64, engines []*registry.Engine, now time.Time, out []int64) {
 	clear(out)
 	if len(hs) == 0 {
 		return
@@ -131,7 +131,8 @@ func (p *dispatchedPrefixes) matched(hs []uint64, engines []slots.Slot, now time
 		exp, ok := p.m[dispatchedKey{hs[d], s}]
 		return ok && exp > at
 	}
-	for i, s := range engines {
+	for i, w := range engines {
+		s := w.Slot
 		if !alive(0, s) {
 			continue
 		}

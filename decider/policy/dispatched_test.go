@@ -8,7 +8,6 @@ import (
 	"github.com/sluicehq/sluice/state/config"
 	"github.com/sluicehq/sluice/state/loadtable"
 	"github.com/sluicehq/sluice/state/registry"
-	"github.com/sluicehq/sluice/state/slots"
 )
 
 // promptOf is an n-token prompt of its own for each seed (tokens(n) is one prompt for all).
@@ -107,7 +106,7 @@ func TestDispatchedDeepestDepth(t *testing.T) {
 			q[64*cut+5]++ // differs inside chunk cut
 		}
 		out := make([]int64, 2)
-		d.matched(d.chain(ns, q, nil), []slots.Slot{1, 2}, now, out)
+		d.matched(d.chain(ns, q, nil), []*registry.Engine{{Slot: 1}, {Slot: 2}}, now, out)
 		if want := int64(64 * cut); out[0] != want || out[1] != 0 {
 			t.Errorf("differs in chunk %d: matched %v, want [%d 0]", cut, out, want)
 		}

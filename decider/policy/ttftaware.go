@@ -156,17 +156,13 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 	var chainBuf [256]uint64
 	if p.source != nil && res.Status != prefixUnavailable && len(req.TokenIDs) >= dispatchedChunk {
 		chain = p.sent.chain(req.namespace(), req.TokenIDs, chainBuf[:0])
-		var slotBuf [64]slots.Slot
 		var sentBuf [64]int64
-		ss, sent := slotBuf[:0], sentBuf[:0]
-		if len(cs) > len(slotBuf) {
-			ss, sent = make([]slots.Slot, 0, len(cs)), make([]int64, 0, len(cs))
+		sent := sentBuf[:0]
+		if len(engines) > len(sentBuf) {
+			sent = make([]int64, 0, len(engines))
 		}
-		for i := range cs {
-			ss = append(ss, cs[i].w.Slot)
-		}
-		sent = sent[:len(ss)]
-		p.sent.matched(chain, ss, snap.Now(), sent)
+		sent = sent[:len(engines)]
+		p.sent.matched(chain, engines, snap.Now(), sent)
 		for i := range cs {
 			if m := min(sent[i], req.InputTokens); m > cs[i].matched {
 				cs[i].sent, cs[i].matched = m-cs[i].matched, m
