@@ -20,11 +20,15 @@ import (
 // flight, so a slow or unreachable broker costs bounded memory and shows up as seq gaps, never
 // as a stalled ZMQ reader or a crash. Records of one key keep their order: one loop hands them
 // to the writer of their kind (KV records, load reports), whose per-partition writer sends
-// batches one after another.
+// batches one after another. Each writer's gate holds a partition's records back while a
+// request for it is unanswered, so a backlog leaves in few requests (partitionGate).
 type producer struct {
 	logger  *slog.Logger
 	w       *kafka.Writer // KV records
 	lw      *kafka.Writer // load reports (enqueueLoads): loadBatchSize, loadLinger
+	kvGate  *partitionGate
+	lgGate  *partitionGate
+	ready   chan struct{} // a gate has records to release (cap 1)
 	in      chan kafka.Message
 	loadIn  chan []kafka.Message // one scrape's load reports per send
 	max     int64
@@ -37,6 +41,7 @@ type producer struct {
 	perTopic sync.Map // topic -> *topicMetrics
 
 	loadBatch []kafka.Message // Run's goroutine only
+	admitted  []kafka.Message // Run's goroutine only: what a gate let through
 
 	errMu   sync.Mutex
 	errLast time.Time
@@ -57,10 +62,13 @@ func newProducer(logger *slog.Logger, cfg Config, m *metrics) *producer {
 		batch:   cfg.KafkaBatchSize,
 		timeout: cfg.ShutdownTimeout,
 		m:       m,
+		kvGate:  newPartitionGate(),
+		lgGate:  newPartitionGate(),
+		ready:   make(chan struct{}, 1),
 	}
 	codec, _ := compression(cfg.KafkaCompression) // validated
-	p.w = p.writer(cfg, cfg.KafkaBatchSize, cfg.KafkaBatchTimeout, codec)
-	p.lw = p.writer(cfg, min(cfg.KafkaBatchSize, loadBatchSize), min(cfg.KafkaBatchTimeout, loadLinger), codec)
+	p.w = p.writer(cfg, cfg.KafkaBatchSize, cfg.KafkaBatchTimeout, codec, p.kvGate)
+	p.lw = p.writer(cfg, min(cfg.KafkaBatchSize, loadBatchSize), min(cfg.KafkaBatchTimeout, loadLinger), codec, p.lgGate)
 	return p
 }
 
@@ -80,11 +88,11 @@ const loadBatchSize = 64
 const loadLinger = time.Microsecond
 
 // writer is the producer's Kafka writer with batches of at most batchSize records waiting at
-// most linger, compressed with codec (0: uncompressed).
-func (p *producer) writer(cfg Config, batchSize int, linger time.Duration, codec kafka.Compression) *kafka.Writer {
+// most linger, compressed with codec (0: uncompressed), balanced by key through gate.
+func (p *producer) writer(cfg Config, batchSize int, linger time.Duration, codec kafka.Compression, gate *partitionGate) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.brokers()...),
-		Balancer:               &kafka.Hash{},
+		Balancer:               gate,
 		RequiredAcks:           kafka.RequireAll,
 		Async:                  true,
 		AllowAutoTopicCreation: true,
@@ -101,8 +109,16 @@ func (p *producer) writer(cfg Config, batchSize int, linger time.Duration, codec
 		WriteBackoffMax: time.Second,
 		WriteTimeout:    5 * time.Second,
 		Compression:     codec,
-		Completion:      p.completed,
-		Transport:       leaderRetry{kafka.DefaultTransport},
+		Completion: func(msgs []kafka.Message, err error) {
+			p.completed(msgs, err)
+			if gate.done(msgs) {
+				select {
+				case p.ready <- struct{}{}:
+				default:
+				}
+			}
+		},
+		Transport: leaderRetry{kafka.DefaultTransport},
 	}
 }
 
@@ -202,10 +218,36 @@ func (p *producer) Run(ctx context.Context) error {
 			return p.shutdown()
 		case msg := <-p.in:
 			batch = p.drainInto(append(batch[:0], msg))
-			p.write(ctx, p.w, batch)
+			p.admit(ctx, p.w, p.kvGate, batch)
 		case msgs := <-p.loadIn:
 			p.writeLoads(ctx, msgs)
+		case <-p.ready:
+			p.release(ctx, false)
 		}
+	}
+}
+
+// admit hands the records of batch that gate lets through to w.
+func (p *producer) admit(ctx context.Context, w *kafka.Writer, gate *partitionGate, batch []kafka.Message) {
+	p.admitted = gate.admit(batch, p.admitted[:0])
+	if len(p.admitted) > 0 {
+		p.write(ctx, w, gate, p.admitted)
+	}
+	clear(p.admitted) // the writer holds its own copies; drop the payloads
+}
+
+// release hands the writers what the gates held back for partitions with nothing in flight,
+// or everything held when all is set.
+func (p *producer) release(ctx context.Context, all bool) {
+	for _, s := range []struct {
+		w    *kafka.Writer
+		gate *partitionGate
+	}{{p.w, p.kvGate}, {p.lw, p.lgGate}} {
+		p.admitted = s.gate.release(p.admitted[:0], all)
+		if len(p.admitted) > 0 {
+			p.write(ctx, s.w, s.gate, p.admitted)
+		}
+		clear(p.admitted)
 	}
 }
 
@@ -220,7 +262,7 @@ func (p *producer) writeLoads(ctx context.Context, msgs []kafka.Message) {
 			more = false
 		}
 	}
-	p.write(ctx, p.lw, load)
+	p.admit(ctx, p.lw, p.lgGate, load)
 	clear(load) // the writer holds its own copies; drop the payloads
 	p.loadBatch = load[:0]
 }
@@ -237,8 +279,9 @@ func (p *producer) drainInto(batch []kafka.Message) []kafka.Message {
 	return batch
 }
 
-// write hands batch to the async writer; the writer keeps its own copy of the slice's messages.
-func (p *producer) write(ctx context.Context, w *kafka.Writer, batch []kafka.Message) {
+// write hands batch, which gate admitted, to the async writer; the writer keeps its own copy
+// of the slice's messages. Records the writer does not take are done for the gate.
+func (p *producer) write(ctx context.Context, w *kafka.Writer, gate *partitionGate, batch []kafka.Message) {
 	for i := range batch {
 		p.topic(batch[i].Topic).produced.Inc()
 	}
@@ -257,6 +300,7 @@ func (p *producer) write(ctx context.Context, w *kafka.Writer, batch []kafka.Mes
 		var big kafka.MessageTooLargeError
 		if errors.As(err, &big) {
 			p.tooLarge(big.Message)
+			gate.done([]kafka.Message{big.Message})
 			if batch = big.Remaining; len(batch) == 0 {
 				return
 			}
@@ -264,6 +308,7 @@ func (p *producer) write(ctx context.Context, w *kafka.Writer, batch []kafka.Mes
 		}
 		if attempt >= writeAttempts || !retriable(err) || ctx.Err() != nil {
 			p.failed(batch, err)
+			gate.done(batch)
 			return
 		}
 		sleep(ctx, backoff)
@@ -343,7 +388,7 @@ func (p *producer) shutdown() error {
 		if len(batch) == 0 {
 			break
 		}
-		p.write(ctx, p.w, batch)
+		p.admit(ctx, p.w, p.kvGate, batch)
 	}
 	for more := true; more; {
 		select {
@@ -353,6 +398,9 @@ func (p *producer) shutdown() error {
 			more = false
 		}
 	}
+	// What the gates hold goes behind what is in flight: the writer keeps each partition's
+	// order, so nothing needs to wait for an answer now.
+	p.release(ctx, true)
 	done := make(chan error, 1)
 	go func() {
 		var errs []error
