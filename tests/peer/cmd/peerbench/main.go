@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,8 +41,10 @@ type flags struct {
 	sglangPolicies, sluicePolicies string
 	sluiceTokenizer                string
 	gatewayArgs, deciderArgs       string
+	linkArgs                       string
 	scrapeInterval                 time.Duration
 	kvInterval                     time.Duration
+	brokerWarmup                   int
 	closed                         closedFlags
 }
 
@@ -84,8 +87,12 @@ func main() {
 	fs.DurationVar(&f.kvInterval, "kv-interval", 0, "the simulated engines' -kv-interval, how often they publish KV events (real time); "+
 		"0 = simengine's default 50ms divided by how much faster than real the engines run, at least 5ms, so sluice's index lags the engines, "+
 		"measured in their own time, as at real speed (a real engine publishes every scheduler step; sglang-router reads no KV events)")
+	fs.IntVar(&f.brokerWarmup, "broker-warmup-rounds", 2, "open mode: uncounted replays of the window through sluice's first configuration before the counted rounds, "+
+		"so the Kafka broker, started fresh by scripts/peer-bench.sh, has compiled its hot paths (a production broker has long been warm; "+
+		"a cold JVM spent 15 ms of CPU per request in the first round, 4 in the third, on the 2 cores every system shares)")
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
 	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
+	fs.StringVar(&f.linkArgs, "enginelink-args", "", "extra flags for sluice's enginelink, space-separated (e.g. -pprof-addr :6062)")
 	f.closed.register(fs)
 	flag.Parse()
 	set := map[string]bool{}
@@ -188,6 +195,9 @@ func run(ctx context.Context, f flags) error {
 
 	var rounds []peer.Round
 	started := time.Now()
+	if err := warmBroker(ctx, f, cfgs, reqs); err != nil {
+		return err
+	}
 	for round := range f.rounds {
 		for j := range cfgs {
 			c := cfgs[(j+round)%len(cfgs)] // rotate so no configuration always runs first
@@ -216,6 +226,28 @@ func run(ctx context.Context, f flags) error {
 			return err
 		}
 		logf("wrote %s", f.out)
+	}
+	return nil
+}
+
+// warmBroker replays the window f.brokerWarmup times through sluice's first configuration and
+// discards the results: the broker serves only sluice, and a JVM fresh from its start runs its
+// produce and fetch paths interpreted until they are compiled, which costs the shared cores
+// during the first counted rounds (not the broker's steady state, which is what a deployment
+// sees). sglang-router and the engines keep no state between rounds, so they need no warm-up.
+func warmBroker(ctx context.Context, f flags, cfgs []config, reqs []trace.Request) error {
+	i := slices.IndexFunc(cfgs, func(c config) bool { return c.system == "sluice" })
+	if i < 0 || f.brokerWarmup <= 0 {
+		return nil
+	}
+	c := cfgs[i]
+	for w := range f.brokerWarmup {
+		logf("broker warm-up %d/%d (not counted): %s %s", w+1, f.brokerWarmup, c.system, c.policy)
+		r, err := runOne(ctx, f, c, reqs, filepath.Join(f.workDir, fmt.Sprintf("warmup%d-%s-%s", w+1, c.system, c.policy)))
+		if err != nil {
+			return fmt.Errorf("broker warm-up %d: %w", w+1, err)
+		}
+		logf("  broker CPU %.2f ms/req", float64(r.Extra)/float64(time.Millisecond)/float64(max(len(r.Results), 1)))
 	}
 	return nil
 }
@@ -270,6 +302,9 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 	}
 	if kafkaReqs > 0 && f.kafkaPID > 0 {
 		fmt.Fprintf(w, "The Kafka broker's own CPU, not counted above, was %.2f ms/req over sluice's rounds.", float64(kafkaCPU)/float64(time.Millisecond)/float64(kafkaReqs))
+	}
+	if kafkaReqs > 0 && f.brokerWarmup > 0 {
+		fmt.Fprintf(w, " Before the counted rounds, %d uncounted replays through sluice warmed the broker's JVM (-broker-warmup-rounds).", f.brokerWarmup)
 	}
 	fmt.Fprintln(w)
 }

@@ -259,7 +259,7 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 			linkArgs = append(linkArgs, "-engine", fmt.Sprintf("id=%s,model=%s,engine=sglang,kv=%s,replay=%s,loads=%s/v1/loads,metrics=%s/metrics",
 				e.id, model, e.kv, e.replay, e.url, e.url))
 		}
-		link, err := start("enginelink", bin, linkArgs...)
+		link, err := start("enginelink", bin, append(linkArgs, strings.Fields(f.linkArgs)...)...)
 		if err != nil {
 			return sys, err
 		}
