@@ -23,12 +23,12 @@ func decodeBody(raw []byte, b *body) error {
 
 // bodyFields are the members decodeBody reads; a key equal to one of them but for case is
 // left to encoding/json.
-var bodyFields = []string{"model", "messages", "prompt", "text", "input_ids", "max_tokens", "max_completion_tokens",
-	"sampling_params", "stream", "lora_path", "cache_salt"}
+var bodyFields = [...]string{"model", "messages", "prompt", "text", "input_ids", "max_tokens", "max_completion_tokens",
+	"sampling_params", "stream", "lora_path", "cache_salt", "echo", "suffix", "add_special_tokens"}
 
 // scanBody fills b from raw, known to be valid JSON; false means "ask encoding/json".
 func scanBody(raw []byte, b *body) bool {
-	var seen [11]bool
+	var seen [len(bodyFields)]bool
 	return scanObject(raw, func(key, v []byte) bool {
 		f := -1
 		for i, name := range bodyFields {
@@ -74,6 +74,9 @@ func scanBody(raw []byte, b *body) bool {
 			b.Messages = v
 		case "prompt":
 			b.Prompt = v
+			// v is raw[at:at+len(v)]: its offset from the capacities the slices share.
+			b.promptAt = cap(raw) - cap(v)
+			b.promptEnd = b.promptAt + len(v)
 		case "text":
 			b.Text = v
 		case "input_ids":
@@ -84,6 +87,12 @@ func scanBody(raw []byte, b *body) bool {
 			b.LoRAPath = v
 		case "cache_salt":
 			b.CacheSalt = v
+		case "echo":
+			b.Echo = v
+		case "suffix":
+			b.Suffix = v
+		case "add_special_tokens":
+			b.AddSpecialTokens = v
 		}
 		return true
 	})

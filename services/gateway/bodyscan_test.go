@@ -68,6 +68,12 @@ func checkDecodeBody(t *testing.T, raw []byte) {
 		t.Errorf("decodeBody(%q) error %v; encoding/json: %v", raw, gerr, werr)
 		return
 	}
+	// Where the scan found the prompt is its own (encoding/json says nothing of it): the
+	// span must hold exactly the prompt's value.
+	if got.promptEnd != 0 && string(raw[got.promptAt:got.promptEnd]) != string(got.Prompt) {
+		t.Errorf("decodeBody(%q): prompt span [%d:%d] holds %q, the prompt is %q", raw, got.promptAt, got.promptEnd, raw[got.promptAt:got.promptEnd], got.Prompt)
+	}
+	got.promptAt, got.promptEnd = 0, 0
 	if werr == nil && !reflect.DeepEqual(normal(want), normal(got)) {
 		t.Errorf("decodeBody(%q) = %+v; encoding/json: %+v", raw, got, want)
 	}
@@ -75,7 +81,8 @@ func checkDecodeBody(t *testing.T, raw []byte) {
 
 // normal makes empty raw members nil on both sides (encoding/json keeps none for absent ones).
 func normal(b body) body {
-	for _, r := range []*json.RawMessage{&b.Messages, &b.Prompt, &b.Text, &b.InputIDs, &b.SamplingParams, &b.LoRAPath, &b.CacheSalt} {
+	for _, r := range []*json.RawMessage{&b.Messages, &b.Prompt, &b.Text, &b.InputIDs, &b.SamplingParams, &b.LoRAPath, &b.CacheSalt,
+		&b.Echo, &b.Suffix, &b.AddSpecialTokens} {
 		if len(*r) == 0 {
 			*r = nil
 		}

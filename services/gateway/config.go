@@ -33,6 +33,10 @@ type Config struct {
 	TokenizerURL string
 	// TokenizerTimeout bounds one /tokenize call in "engine" mode.
 	TokenizerTimeout time.Duration
+	// ForwardTokenIDs, in "engine" mode, sends a /v1/completions string prompt to the engine as
+	// the token ids its /tokenize returned, so the engine does not tokenize it a second time
+	// (not with echo, suffix or add_special_tokens, nor when /tokenize failed).
+	ForwardTokenIDs bool
 	// SessionHeader names the header whose value becomes DecideRequest.session_key.
 	SessionHeader string
 	// RoutingHeader names the header whose value becomes DecideRequest.routing_key.
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		DecideTimeout:        2 * time.Second,
 		Tokenizer:            TokenizerEstimate,
 		TokenizerTimeout:     2 * time.Second,
+		ForwardTokenIDs:      true,
 		SessionHeader:        "x-session-id",
 		RoutingHeader:        "x-routing-key",
 		UpstreamTimeout:      10 * time.Minute,
@@ -103,6 +108,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Tokenizer, "tokenizer", c.Tokenizer, "token counting: estimate (bytes/4), engine (an engine's /tokenize) or hf:/path/tokenizer.json")
 	fs.StringVar(&c.TokenizerURL, "tokenizer-url", c.TokenizerURL, "engine base URL for -tokenizer engine; empty = first healthy engine of the model")
 	fs.DurationVar(&c.TokenizerTimeout, "tokenizer-timeout", c.TokenizerTimeout, "bound on one /tokenize call")
+	fs.BoolVar(&c.ForwardTokenIDs, "forward-token-ids", c.ForwardTokenIDs, "with -tokenizer engine, send a /v1/completions text prompt to the engine as the token ids /tokenize gave, so it is not tokenized twice (not with echo, suffix or add_special_tokens)")
 	fs.StringVar(&c.SessionHeader, "session-header", c.SessionHeader, "request header carrying the session key")
 	fs.StringVar(&c.RoutingHeader, "routing-header", c.RoutingHeader, "request header carrying the routing key")
 	fs.StringVar(&c.DefaultModel, "default-model", c.DefaultModel, "model for /generate requests that name none (SGLang clients usually do not); empty = required")

@@ -60,7 +60,7 @@ func (s *Server) inference(route string) runtime.HandlerFunc {
 			var req *sluicev1.DecideRequest
 			if req, err = s.decideRequest(r.Context(), f, r.Header, requestID); err == nil {
 				s.wantExplain(r.Context(), req)
-				s.dispatch(r, sw, rm, f, raw, req)
+				s.dispatch(r, sw, rm, f, s.withPromptIDs(raw, f, req), req)
 				return
 			}
 		}
@@ -117,6 +117,31 @@ func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, req
 		CacheSalt:          f.cacheSalt,
 		TtftSloMs:          ttftSLO(h),
 	}, nil
+}
+
+// withPromptIDs is the body to forward: raw, or, when the engine's /tokenize counted a
+// completion's text prompt and -forward-token-ids is on, raw with that prompt replaced by its
+// token ids. The engine then serves the ids it would have made of the text (vLLM and SGLang take
+// a list of ids as a completion prompt, and their /tokenize adds the special tokens their
+// completions add) without tokenizing the prompt again: the gateway already paid that round
+// trip, and a long prompt's tokenization is milliseconds of the engine's CPU before its first
+// token (docs/decisions.md, "Prompts forwarded as token ids").
+func (s *Server) withPromptIDs(raw []byte, f *facts, req *sluicev1.DecideRequest) []byte {
+	ids := req.GetTokenIds()
+	if !s.forwardIDs || f.idsEnd == 0 || len(ids) == 0 || int64(len(ids)) != req.GetInputTokens() {
+		return raw
+	}
+	out := make([]byte, 0, len(raw)-(f.idsEnd-f.idsAt)+len(ids)*6+2)
+	out = append(out, raw[:f.idsAt]...)
+	out = append(out, '[')
+	for i, id := range ids {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendUint(out, uint64(id), 10)
+	}
+	out = append(out, ']')
+	return append(out, raw[f.idsEnd:]...)
 }
 
 // countTokens runs the configured tokenizer; a batch is counted prompt by prompt without ids.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/components/tokenids"
 )
 
 // Routes served by the gateway, used as the route metric label.
@@ -16,7 +18,8 @@ const (
 )
 
 // body is the part of an OpenAI or SGLang request body the gateway reads. The body itself is
-// forwarded unchanged (PD adds the bootstrap fields).
+// forwarded unchanged (PD adds the bootstrap fields; a completion's text prompt may go as
+// token ids, Server.withPromptIDs).
 type body struct {
 	Model               string          `json:"model"`
 	Messages            json.RawMessage `json:"messages"`
@@ -31,6 +34,14 @@ type body struct {
 	// /generate. CacheSalt is the vLLM and SGLang cache salt.
 	LoRAPath  json.RawMessage `json:"lora_path"`
 	CacheSalt json.RawMessage `json:"cache_salt"`
+	// Echo, Suffix and AddSpecialTokens change what a completion does with its prompt's text;
+	// a body with any of them is forwarded with its text (promptIDsSpan).
+	Echo             json.RawMessage `json:"echo"`
+	Suffix           json.RawMessage `json:"suffix"`
+	AddSpecialTokens json.RawMessage `json:"add_special_tokens"`
+	// promptAt and promptEnd are where the prompt's value lies in the body, when the one-pass
+	// scan read it (promptEnd 0 otherwise).
+	promptAt, promptEnd int
 }
 
 // facts are the routing facts of one request, prepared once before the first Decide.
@@ -50,6 +61,9 @@ type facts struct {
 	// cacheSalt its cache salt; "" for none. A model that is an adapter is the decider's to
 	// resolve.
 	lora, cacheSalt string
+	// idsAt and idsEnd are where a /v1/completions prompt that may go to the engine as token
+	// ids lies in the body (promptIDsSpan); idsEnd 0 when it may not.
+	idsAt, idsEnd int
 }
 
 // requestError is a client error found in the body: 400 with an OpenAI-style error.
@@ -93,6 +107,7 @@ func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 		if err == nil {
 			f.maxOut, err = firstMax("max_tokens", b.MaxTokens, "", nil)
 		}
+		f.idsAt, f.idsEnd = promptIDsSpan(&b, f)
 	case routeGenerate:
 		if len(b.InputIDs) > 0 && !isNull(b.InputIDs) {
 			err = f.readPrompt("input_ids", b.InputIDs, true)
@@ -207,17 +222,7 @@ func (f *facts) readPrompt(field string, raw json.RawMessage, batchable bool) er
 
 // scanPromptIDs reads raw, a valid JSON value, when it is a non-empty array of integers in
 // uint32 range and nothing else; false leaves raw to encoding/json.
-func scanPromptIDs(raw []byte) ([]uint32, bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		return nil, false
-	}
-	ids, end, ok := scanIDs(raw, i)
-	if !ok || len(ids) == 0 || skipSpace(raw, end) != len(raw) {
-		return nil, false
-	}
-	return ids, true
-}
+func scanPromptIDs(raw []byte) ([]uint32, bool) { return tokenids.Parse(raw) }
 
 func toTokenIDs(field string, ids []int64) (tokens, error) {
 	out := make([]uint32, len(ids))
@@ -340,3 +345,16 @@ func expectedPeak(input int64, maxOut *int64, defaultMax int64, batch int) (*int
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+// promptIDsSpan is where the body's prompt lies when the engine may get it as the token ids the
+// gateway's tokenizer found (Server.withPromptIDs): a string prompt the one-pass scan
+// located, in a body without echo (whose answer repeats the prompt's text), a suffix, or
+// add_special_tokens (which changes how the engine would tokenize it). (0, 0) otherwise.
+func promptIDsSpan(b *body, f *facts) (int, int) {
+	set := func(v json.RawMessage) bool { return len(v) > 0 && !isNull(v) && string(v) != "false" }
+	if b.promptEnd == 0 || b.Prompt[0] != '"' || f.known != nil || len(f.prompt.texts) != 1 || f.batch != 0 ||
+		set(b.Echo) || set(b.Suffix) || (len(b.AddSpecialTokens) > 0 && !isNull(b.AddSpecialTokens)) {
+		return 0, 0
+	}
+	return b.promptAt, b.promptEnd
+}

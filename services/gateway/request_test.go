@@ -23,7 +23,7 @@ func TestParseFacts(t *testing.T) {
 			`{"model":"m","stream":true,"max_tokens":5,"max_completion_tokens":9,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]},{"role":"assistant","content":null}]}`,
 			&facts{model: "m", stream: true, maxOut: i64(9), prompt: prompt{model: "m", texts: []string{"be brief", "hi"}}}, ""},
 		{"completion string", routeCompletions, `{"model":"m","prompt":"abc","max_tokens":3}`,
-			&facts{model: "m", maxOut: i64(3), prompt: prompt{model: "m", texts: []string{"abc"}}}, ""},
+			&facts{model: "m", maxOut: i64(3), prompt: prompt{model: "m", texts: []string{"abc"}}, idsAt: 22, idsEnd: 27}, ""},
 		{"completion strings are counted together", routeCompletions, `{"model":"m","prompt":["a","b"]}`,
 			&facts{model: "m", prompt: prompt{model: "m", texts: []string{"a", "b"}}}, ""},
 		{"completion token ids", routeCompletions, `{"model":"m","prompt":[5,6]}`,

@@ -41,6 +41,9 @@ type Server struct {
 	shards    *shardRouter // routes by model over sharded deciders (shards.go)
 	admin     sluicev1.AdminServiceClient
 	tokenizer tokenizer
+	// forwardIDs: the tokenizer is the engines' own and -forward-token-ids is on
+	// (withPromptIDs).
+	forwardIDs bool
 	// engines is the client to engines; engineRT its transport, which the request path calls
 	// directly (engineDoer).
 	engines  *http.Client
@@ -174,6 +177,7 @@ func (s *Server) newTokenizer() (tokenizer, error) {
 	}
 	switch mode.kind {
 	case TokenizerEngine:
+		s.forwardIDs = s.cfg.ForwardTokenIDs
 		return newEngineTokenizer(engineDoer{s.engines, s.engineRT}, s.cfg.TokenizerURL, adminLister{s}, s.cfg.TokenizerTimeout), nil
 	case "hf":
 		return loadHFTokenizer(mode.path)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/components/tokenids"
 	sluicev1 "github.com/sluicehq/sluice/gen/sluice/v1"
 )
 
@@ -209,7 +209,7 @@ func scanTokenizeAnswer(b []byte) (tokens, bool) {
 				return tokens{}, false
 			}
 			seen = true
-			if ids, i, ok = scanIDs(b, i); !ok {
+			if ids, i, ok = tokenids.ScanArray(b, i); !ok {
 				return tokens{}, false
 			}
 		} else if i, ok = skipScalar(b, i); !ok {
@@ -231,53 +231,7 @@ func scanTokenizeAnswer(b []byte) (tokens, bool) {
 	return tokens{count: int64(len(ids)), ids: ids}, true
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// scanIDs reads an array of decimal integers in uint32 range at b[i].
-func scanIDs(b []byte, i int) ([]uint32, int, bool) {
-	if i >= len(b) || b[i] != '[' {
-		return nil, i, false
-	}
-	ids := make([]uint32, 0, 64)
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return ids, i + 1, true
-	}
-	for {
-		start := i
-		var v uint64
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			v = v*10 + uint64(b[i]-'0')
-			if v > math.MaxUint32 {
-				return nil, i, false
-			}
-			i++
-		}
-		// A number must have digits and no leading zero (JSON), and no fraction or exponent
-		// here (an id is an integer).
-		if i == start || (b[start] == '0' && i-start > 1) {
-			return nil, i, false
-		}
-		ids = append(ids, uint32(v))
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return nil, i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return ids, i + 1, true
-		default:
-			return nil, i, false
-		}
-	}
-}
+func skipSpace(b []byte, i int) int { return tokenids.SkipSpace(b, i) }
 
 // skipScalar skips a JSON number, a string without escapes, true, false or null at b[i].
 func skipScalar(b []byte, i int) (int, bool) {

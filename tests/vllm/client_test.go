@@ -72,6 +72,56 @@ func postChat(t testing.TB, who, base, content string) completion {
 	return c
 }
 
+// textCompletion is a /v1/completions answer.
+type textCompletion struct {
+	Object  string `json:"object"`
+	Choices []struct {
+		Text string `json:"text"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+	} `json:"usage"`
+}
+
+// postCompletion sends a /v1/completions body to base and fails the test unless it answers
+// 200 with one choice.
+func postCompletion(t testing.TB, who, base string, body []byte) textCompletion {
+	t.Helper()
+	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s /v1/completions: %v", who, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s answer: %v", who, err)
+	}
+	var c textCompletion
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &c) != nil || c.Object != "text_completion" || len(c.Choices) != 1 || c.Usage.PromptTokens == 0 {
+		t.Fatalf("%s /v1/completions = %s: %s; want a text completion", who, resp.Status, b)
+	}
+	return c
+}
+
+// tokenizePrompt asks an engine's /tokenize for a completion prompt's token ids, as the
+// gateway's engine tokenizer does.
+func tokenizePrompt(t testing.TB, e *vllmEngine, prompt string) []uint32 {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": modelName, "prompt": prompt})
+	resp, err := quick.Post(e.url()+"/tokenize", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("tokenize at %s: %v", e.id, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Tokens []uint32 `json:"tokens"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		t.Fatalf("tokenize at %s = %s", e.id, resp.Status)
+	}
+	return out.Tokens
+}
+
 // tokenize asks an engine's /tokenize for a one-message chat's token ids (chat template and
 // generation prompt included), as the gateway's engine tokenizer does.
 func tokenize(t testing.TB, e *vllmEngine, content string) []uint32 {

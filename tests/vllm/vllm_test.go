@@ -6,6 +6,7 @@
 package vllm
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -42,6 +43,7 @@ func TestVLLMEndToEnd(t *testing.T) {
 		{"warm_up", f.warmUp},
 		{"load", f.load},
 		{"chat", f.chat},
+		{"completion_as_token_ids", f.completionAsTokenIDs},
 		{"prefix", f.prefix},
 		{"reset_prefix_cache", f.resetPrefixCache},
 		{"link_restart_replays", f.linkRestartReplays},
@@ -144,6 +146,33 @@ func (f *flow) chat(t *testing.T) {
 			eng, c.Choices[0].FinishReason, c.Usage.CompletionTokens, c.Model, modelName)
 	}
 	t.Logf("served by %s: %d prompt tokens, %d completion tokens, content %q", eng, c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Choices[0].Message.Content)
+}
+
+// (a') A /v1/completions text prompt through the gateway reaches vLLM as the token ids the
+// engine's /tokenize gave (-forward-token-ids, on with -tokenizer engine), and vLLM answers it
+// exactly as it answers the text sent directly: the same prompt token count (its /tokenize adds
+// the special tokens its completions add) and, greedy, the same text. The engine that served
+// the gateway's request is then asked directly, with the text and with the ids.
+func (f *flow) completionAsTokenIDs(t *testing.T) {
+	s := f.s
+	prompt := f.coldPrompt("completion") + " " + longText("gamma", 20)
+	body, _ := json.Marshal(map[string]any{"model": modelName, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0})
+	var viaGateway textCompletion
+	eng := s.servedBy(t, both, func() { viaGateway = postCompletion(t, "gateway", "http://"+s.gatewayAddr, body) })
+	direct := postCompletion(t, eng, s.engines[eng].url(), body)
+	if viaGateway.Usage.PromptTokens != direct.Usage.PromptTokens || viaGateway.Choices[0].Text != direct.Choices[0].Text {
+		t.Errorf("through the gateway (to %s): %d prompt tokens, text %q; sent directly: %d prompt tokens, text %q — want the same answer",
+			eng, viaGateway.Usage.PromptTokens, viaGateway.Choices[0].Text, direct.Usage.PromptTokens, direct.Choices[0].Text)
+	}
+	ids := tokenizePrompt(t, s.engines[eng], prompt)
+	if len(ids) != direct.Usage.PromptTokens {
+		t.Errorf("/tokenize gives %d ids for the prompt, the completion counted %d prompt tokens", len(ids), direct.Usage.PromptTokens)
+	}
+	idsBody, _ := json.Marshal(map[string]any{"model": modelName, "prompt": ids, "max_tokens": maxTokens, "temperature": 0})
+	if asIDs := postCompletion(t, eng, s.engines[eng].url(), idsBody); asIDs.Choices[0].Text != direct.Choices[0].Text {
+		t.Errorf("%s answers the ids %q and the text %q", eng, asIDs.Choices[0].Text, direct.Choices[0].Text)
+	}
+	t.Logf("served by %s: %d prompt tokens, text %q both ways", eng, direct.Usage.PromptTokens, direct.Choices[0].Text)
 }
 
 // (b) A request sharing a long prefix with an earlier one lands on the engine whose KV events
