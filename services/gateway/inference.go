@@ -125,7 +125,7 @@ func (s *Server) decideRequest(ctx context.Context, f *facts, h http.Header, req
 // a list of ids as a completion prompt, and their /tokenize adds the special tokens their
 // completions add) without tokenizing the prompt again: the gateway already paid that round
 // trip, and a long prompt's tokenization is milliseconds of the engine's CPU before its first
-// token (docs/decisions.md, "Prompts forwarded as token ids").
+// token (docs/architecture.md, "Data flow", step 5).
 func (s *Server) withPromptIDs(raw []byte, f *facts, req *sluicev1.DecideRequest) []byte {
 	ids := req.GetTokenIds()
 	if !s.forwardIDs || f.idsEnd == 0 || len(ids) == 0 || int64(len(ids)) != req.GetInputTokens() {
