@@ -433,3 +433,50 @@ func TestTTFTAwareCountsDispatchesAtTheReportInstant(t *testing.T) {
 		t.Errorf("picks %v; want a, b, c first (one each), then the tie-break", got)
 	}
 }
+
+// TestTTFTAwareUnmeasuredEngineRunsAtPeersRate: an engine that has not prefilled since it
+// started has no measured rate. Assumed to run at default_prefill_tokens_per_s (10,000/s),
+// while its peers measured 1,000,000/s, it was never chosen, so it never measured one: it
+// starved for as long as the others kept up. It is assumed as fast as its peers (the median
+// per rank); with no peer measured either, the default applies.
+func TestTTFTAwareUnmeasuredEngineRunsAtPeersRate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	es := f.engines(registry.RolePlain, "a", "b", "c", "new")
+	c := &testClock{now: time.Now()}
+	withClock(t, f, c)
+	base := c.now.Add(-time.Second) // the second report of each is captured now: nothing drained
+	// a, b and c measured 1M tokens/s and each has 50,000 tokens waiting (50 ms); new is idle
+	// and has reported no prefill work.
+	for _, id := range []string{"a", "b", "c"} {
+		f.reportRate(id, nativeLoad(50000, 1, 0), base, 1_000_000)
+	}
+	idle := nativeLoad(0, 0, 0)
+	idle.CapturedAt = c.now
+	f.report("new", idle)
+	p := newTTFT(t, f, config.PolicySpec{}, nil)
+	tr := &Trace{}
+	// 10,000 uncached tokens: 60 ms on a, b or c; 10 ms on new at its peers' rate (1 s at the
+	// default).
+	pk := mustPick(t, p, es, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 10000, Trace: tr})
+	if pk.Engine.ID != "new" {
+		t.Fatalf("Pick() = %s, want new (idle, at its peers' measured rate); candidates %+v", pk.Engine.ID, tr.Candidates)
+	}
+	n := candidate(t, tr, "new")
+	if n.TTFT.Rate != 1_000_000 || n.TTFT.RateDefault || !strings.Contains(n.Note, "median per rank of the engines that measured one") {
+		t.Errorf("new's note %q, parts %+v; want the peers' 1,000,000 tokens/s, said so", n.Note, n.TTFT)
+	}
+
+	// Nobody measured: the default for everyone, and the tie goes by id.
+	f2 := newFixture(t)
+	es2 := f2.engines(registry.RolePlain, "x", "y")
+	f2.report("x", nativeLoad(0, 0, 0))
+	f2.report("y", nativeLoad(0, 0, 0))
+	tr2 := &Trace{}
+	if pk := mustPick(t, newTTFT(t, f2, config.PolicySpec{}, nil), es2, Request{Model: "m", Stage: registry.RolePlain, InputTokens: 10000, Trace: tr2}); pk.Engine.ID != "x" {
+		t.Fatalf("Pick() = %s, want x", pk.Engine.ID)
+	}
+	if n := candidate(t, tr2, "y"); !n.TTFT.RateDefault || n.TTFT.Rate != float64(config.DefaultPrefillTokensPerSec) {
+		t.Errorf("y's parts %+v; want default_prefill_tokens_per_s", n.TTFT)
+	}
+}

@@ -65,6 +65,7 @@ func (e *TTFTEstimator) Least(ctx context.Context, engines []*registry.Engine, r
 		cs = make([]ttftCand, len(engines))
 	}
 	best := -1
+	peers := peerRankRate(snap, engines)
 	for i, w := range engines {
 		c := &cs[i]
 		c.w = w
@@ -75,7 +76,7 @@ func (e *TTFTEstimator) Least(ctx context.Context, engines []*registry.Engine, r
 				}
 			}
 		}
-		p.estimate(snap, c, req.InputTokens)
+		p.estimate(snap, c, req.InputTokens, peers)
 		if best < 0 || lessTTFT(c, &cs[best]) {
 			best = i
 		}
