@@ -148,6 +148,11 @@ func tokenIDs(raw json.RawMessage) ([]uint32, bool, error) {
 	if ids, ok := tokenids.Parse(raw); ok {
 		return ids, true, nil
 	}
+	// Anything but a list is not ids: a text prompt of tens of KB went through two failed
+	// decodes here (each a full validity pass) before it was read as text.
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '[' {
+		return nil, false, nil
+	}
 	var flat []json.Number
 	if err := json.Unmarshal(raw, &flat); err == nil {
 		if len(flat) == 0 {
