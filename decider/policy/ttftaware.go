@@ -228,7 +228,8 @@ func (p *ttftAware) Pick(ctx context.Context, engines []*registry.Engine, req Re
 }
 
 // peerRankRate is the median per-rank prefill rate among engines whose fresh view has measured
-// one, 0 when none has. A rate is measured from the work an engine did between two reports, so
+// one; 0 when none has, or when all have (then no candidate reads it, and a Pick sorts nothing).
+// The engine's own view decides which rate a candidate uses, in estimate. A rate is measured from the work an engine did between two reports, so
 // an engine that has not prefilled since it started has none; assumed to run at
 // default_prefill_tokens_per_s, a fleet much faster than that default never chose it (its
 // estimate was the default's, tens of times the others'), so it never measured a rate: at a
@@ -243,8 +244,8 @@ func peerRankRate(snap loadtable.Snapshot, engines []*registry.Engine) float64 {
 			rates = append(rates, v.PrefillRate/float64(max(v.Ranks, 1)))
 		}
 	}
-	if len(rates) == 0 {
-		return 0
+	if len(rates) == 0 || len(rates) == len(engines) {
+		return 0 // none measured, or nobody needs the peers' rate
 	}
 	slices.Sort(rates)
 	if n := len(rates); n%2 == 0 {

@@ -107,7 +107,7 @@ func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 		if err == nil {
 			f.maxOut, err = firstMax("max_tokens", b.MaxTokens, "", nil)
 		}
-		f.idsAt, f.idsEnd = promptIDsSpan(&b, f)
+		f.idsAt, f.idsEnd = promptIDsSpan(&b)
 	case routeGenerate:
 		if len(b.InputIDs) > 0 && !isNull(b.InputIDs) {
 			err = f.readPrompt("input_ids", b.InputIDs, true)
@@ -164,7 +164,7 @@ func (f *facts) readPrompt(field string, raw json.RawMessage, batchable bool) er
 	// which a profile of a replay of long prompts put at most of the gateway's CPU during a
 	// burst. Anything the scan does not take (an empty array, a negative or fractional id, ...)
 	// goes the encoding/json way below, which also words the errors.
-	if ids, ok := scanPromptIDs(raw); ok {
+	if ids, ok := tokenids.Parse(raw); ok {
 		f.known = &tokens{count: int64(len(ids)), ids: ids}
 		return nil
 	}
@@ -219,10 +219,6 @@ func (f *facts) readPrompt(field string, raw json.RawMessage, batchable bool) er
 	f.known = &tokens{count: total}
 	return nil
 }
-
-// scanPromptIDs reads raw, a valid JSON value, when it is a non-empty array of integers in
-// uint32 range and nothing else; false leaves raw to encoding/json.
-func scanPromptIDs(raw []byte) ([]uint32, bool) { return tokenids.Parse(raw) }
 
 func toTokenIDs(field string, ids []int64) (tokens, error) {
 	out := make([]uint32, len(ids))
@@ -350,10 +346,9 @@ func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw),
 // gateway's tokenizer found (Server.withPromptIDs): a string prompt the one-pass scan
 // located, in a body without echo (whose answer repeats the prompt's text), a suffix, or
 // add_special_tokens (which changes how the engine would tokenize it). (0, 0) otherwise.
-func promptIDsSpan(b *body, f *facts) (int, int) {
+func promptIDsSpan(b *body) (int, int) {
 	set := func(v json.RawMessage) bool { return len(v) > 0 && !isNull(v) && string(v) != "false" }
-	if b.promptEnd == 0 || b.Prompt[0] != '"' || f.known != nil || len(f.prompt.texts) != 1 || f.batch != 0 ||
-		set(b.Echo) || set(b.Suffix) || (len(b.AddSpecialTokens) > 0 && !isNull(b.AddSpecialTokens)) {
+	if b.promptEnd == 0 || b.Prompt[0] != '"' || set(b.Echo) || set(b.Suffix) || (len(b.AddSpecialTokens) > 0 && !isNull(b.AddSpecialTokens)) {
 		return 0, 0
 	}
 	return b.promptAt, b.promptEnd

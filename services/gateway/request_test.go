@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/components/tokenids"
 )
 
 func TestParseFacts(t *testing.T) {
@@ -208,7 +210,7 @@ func FuzzScanPromptIDs(f *testing.F) {
 		if !json.Valid([]byte(raw)) {
 			return // readPrompt gets raw from a body already checked to be valid JSON
 		}
-		got, ok := scanPromptIDs([]byte(raw))
+		got, ok := tokenids.Parse([]byte(raw))
 		var ref []int64
 		refOK := json.Unmarshal([]byte(raw), &ref) == nil && len(ref) > 0
 		var want tokens
@@ -222,10 +224,10 @@ func FuzzScanPromptIDs(f *testing.F) {
 			return // encoding/json reads it, as before
 		}
 		if !refOK {
-			t.Fatalf("scanPromptIDs(%q) = %v, but encoding/json does not read it as token ids", raw, got)
+			t.Fatalf("tokenids.Parse(%q) = %v, but encoding/json does not read it as token ids", raw, got)
 		}
 		if !slices.Equal(got, want.ids) {
-			t.Fatalf("scanPromptIDs(%q) = %v, encoding/json %v", raw, got, want.ids)
+			t.Fatalf("tokenids.Parse(%q) = %v, encoding/json %v", raw, got, want.ids)
 		}
 	})
 }
@@ -233,13 +235,13 @@ func FuzzScanPromptIDs(f *testing.F) {
 func TestScanPromptIDsTakesTheCommonShape(t *testing.T) {
 	for _, raw := range []string{`[1,2,3]`, ` [ 0 ,	4294967295 ]
 `} {
-		if _, ok := scanPromptIDs([]byte(raw)); !ok {
-			t.Errorf("scanPromptIDs(%q) left a plain id list to encoding/json", raw)
+		if _, ok := tokenids.Parse([]byte(raw)); !ok {
+			t.Errorf("tokenids.Parse(%q) left a plain id list to encoding/json", raw)
 		}
 	}
 	for _, raw := range []string{`[]`, `[-1]`, `[1.5]`, `[1e3]`, `[4294967296]`, `["1"]`, `[[1]]`, `"1"`} {
-		if ids, ok := scanPromptIDs([]byte(raw)); ok {
-			t.Errorf("scanPromptIDs(%q) = %v, want it left to encoding/json", raw, ids)
+		if ids, ok := tokenids.Parse([]byte(raw)); ok {
+			t.Errorf("tokenids.Parse(%q) = %v, want it left to encoding/json", raw, ids)
 		}
 	}
 }

@@ -107,26 +107,20 @@ func postCompletion(t testing.TB, who, base string, body []byte) textCompletion 
 // gateway's engine tokenizer does.
 func tokenizePrompt(t testing.TB, e *vllmEngine, prompt string) []uint32 {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": modelName, "prompt": prompt})
-	resp, err := quick.Post(e.url()+"/tokenize", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("tokenize at %s: %v", e.id, err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Tokens []uint32 `json:"tokens"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
-		t.Fatalf("tokenize at %s = %s", e.id, resp.Status)
-	}
-	return out.Tokens
+	return tokenizeRequest(t, e, map[string]any{"model": modelName, "prompt": prompt})
 }
 
 // tokenize asks an engine's /tokenize for a one-message chat's token ids (chat template and
 // generation prompt included), as the gateway's engine tokenizer does.
 func tokenize(t testing.TB, e *vllmEngine, content string) []uint32 {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": modelName, "messages": []map[string]string{{"role": "user", "content": content}}})
+	return tokenizeRequest(t, e, map[string]any{"model": modelName, "messages": []map[string]string{{"role": "user", "content": content}}})
+}
+
+// tokenizeRequest posts req to an engine's /tokenize and returns the token ids.
+func tokenizeRequest(t testing.TB, e *vllmEngine, req map[string]any) []uint32 {
+	t.Helper()
+	body, _ := json.Marshal(req)
 	resp, err := quick.Post(e.url()+"/tokenize", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("tokenize at %s: %v", e.id, err)
