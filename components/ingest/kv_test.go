@@ -230,6 +230,11 @@ func TestKfakeEndToEnd(t *testing.T) {
 	if v, ok := tbl.Snapshot().View(s); !ok || v.Running != 2 || !v.Native {
 		t.Errorf("engine-c view = %+v, %v; want running 2, native", v, ok)
 	}
+	// "bad" and "late" have different keys, so they may sit in different partitions, read by
+	// different readers: "late" being applied says nothing about "bad" yet.
+	waitFor(t, 20*time.Second, "the malformed load record counted", func() bool {
+		return testutil.ToFloat64(load.s.m.bad.WithLabelValues("malformed_protobuf")) >= 1
+	})
 	if got := testutil.ToFloat64(load.s.m.bad.WithLabelValues("malformed_protobuf")); got != 1 {
 		t.Errorf("load bad{malformed_protobuf} = %v, want 1", got)
 	}
