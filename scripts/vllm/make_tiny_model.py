@@ -69,7 +69,6 @@ def build_tokenizer(out):
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
         special_tokens=SPECIAL_TOKENS,
@@ -77,6 +76,17 @@ def build_tokenizer(out):
         show_progress=False,
     )
     tok.train_from_iterator(corpus(), trainer=trainer)
+    # Plain prompts get a BOS, as a Llama 3 tokenizer.json does it (ByteLevel, then a
+    # TemplateProcessing): vLLM encodes a completion's text with add_special_tokens on, so its
+    # blocks start with <s>, and a gateway tokenizing locally must add it too (tests/vllm
+    # checks that). The chat template writes its own <s>; chats are encoded without.
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]),
+        ]
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token="<s>",

@@ -104,6 +104,7 @@ func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 		f.maxOut, err = firstMax("max_completion_tokens", b.MaxCompletionTokens, "max_tokens", b.MaxTokens)
 	case routeCompletions:
 		err = f.readPrompt("prompt", b.Prompt, false)
+		f.prompt.special = f.known == nil && !isFalse(b.AddSpecialTokens)
 		if err == nil {
 			f.maxOut, err = firstMax("max_tokens", b.MaxTokens, "", nil)
 		}
@@ -113,6 +114,7 @@ func parseFacts(route string, raw []byte, defaultModel string) (*facts, error) {
 			err = f.readPrompt("input_ids", b.InputIDs, true)
 		} else {
 			err = f.readPrompt("text", b.Text, true)
+			f.prompt.special = f.known == nil
 		}
 		if err == nil {
 			f.maxOut, err = maxNewTokens(b.SamplingParams)
@@ -341,6 +343,9 @@ func expectedPeak(input int64, maxOut *int64, defaultMax int64, batch int) (*int
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+// isFalse reports whether raw is the JSON literal false.
+func isFalse(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("false")) }
 
 // promptIDsSpan is where the body's prompt lies when the engine may get it as the token ids the
 // gateway's tokenizer found (Server.withPromptIDs): a string prompt the one-pass scan

@@ -40,6 +40,11 @@ type prompt struct {
 	texts []string
 	// messages is the raw chat messages array; nil for completions and /generate.
 	messages []byte
+	// special is set when the engine adds its tokenizer's special tokens (a BOS, say) to the
+	// text: a completion or /generate prompt, unless the body sets add_special_tokens false
+	// (vLLM and SGLang encode such a prompt with add_special_tokens on by default; a chat's
+	// template writes its own).
+	special bool
 }
 
 // bytes is the length of the prompt's text content.

@@ -12,9 +12,13 @@ import (
 
 // hfTokenizer counts tokens with a Hugging Face tokenizer.json loaded by the pure-Go
 // github.com/sugarme/tokenizer (BPE, WordPiece, WordLevel and Unigram models, with their
-// normalizers and pre-tokenizers). A chat is encoded as its text parts joined by newlines: no
-// chat template is applied, so token ids approximate what the engine sees for chats and match
-// it exactly for plain prompts.
+// normalizers and pre-tokenizers, and post-processors such as the BOS a Llama tokenizer's
+// TemplateProcessing adds). A plain prompt is encoded with the tokenizer's special tokens when
+// the engine would add them (prompt.special), so its ids are the engine's and its prefix
+// blocks hash as the engine's KV events do; without them every lookup of a BOS-adding model
+// missed from the first block. A chat is encoded as its text parts joined by newlines, without
+// special tokens: no chat template is applied, so token ids approximate what the engine sees
+// for chats.
 type hfTokenizer struct {
 	tk *hftokenizer.Tokenizer
 }
@@ -46,7 +50,7 @@ func (h *hfTokenizer) tokenize(_ context.Context, p prompt) (out tokens, err err
 			out, err = tokens{}, fmt.Errorf("hf tokenizer: %v", r)
 		}
 	}()
-	enc, err := h.tk.EncodeSingle(strings.Join(p.texts, "\n"), false)
+	enc, err := h.tk.EncodeSingle(strings.Join(p.texts, "\n"), p.special)
 	if err != nil {
 		return tokens{}, fmt.Errorf("hf tokenizer: %w", err)
 	}

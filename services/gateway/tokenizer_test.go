@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 
@@ -54,6 +55,30 @@ func TestHFTokenizer(t *testing.T) {
 		}
 		wg.Wait()
 	})
+	// tokenizer_bos.json is tokenizer.json with a Llama 3 style post-processor (ByteLevel, then a
+	// TemplateProcessing that prepends a BOS, here id 0); the expected ids are what Hugging Face
+	// tokenizers 0.23 encodes with add_special_tokens on and off.
+	bos, err := loadHFTokenizer("testdata/tokenizer_bos.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		p    prompt
+		want []uint32
+	}{
+		{prompt{texts: []string{"hello world!"}, special: true}, []uint32{0, 260, 265, 34}},
+		{prompt{texts: []string{"hello world!"}}, []uint32{260, 265, 34}},
+		{prompt{texts: []string{"hello", "hello"}}, []uint32{260, 11, 260}},
+		{prompt{special: true}, []uint32{0}},
+	} {
+		got, err := bos.tokenize(context.Background(), tt.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.ids, tt.want) || got.count != int64(len(tt.want)) {
+			t.Errorf("BOS tokenizer: tokenize(%q, special %v) = %v (count %d), want %v", tt.p.texts, tt.p.special, got.ids, got.count, tt.want)
+		}
+	}
 	for _, bad := range []string{"testdata/missing.json", "testdata"} {
 		if _, err := loadHFTokenizer(bad); err == nil {
 			t.Errorf("loadHFTokenizer(%q) succeeded, want an error", bad)
@@ -85,6 +110,24 @@ func TestGatewayTokenizerModes(t *testing.T) {
 		want := &sluicev1.DecideRequest{Model: "m", InputTokens: 3, ExpectedPeakTokens: proto.Int64(8), TokenIds: []uint32{260, 265, 34}, RequestId: "hf"}
 		if diff := cmp.Diff(want, lastDecide(t, rd), protocmp.Transform()); diff != "" {
 			t.Errorf("Decide mismatch (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("hf adds the special tokens the engine adds", func(t *testing.T) {
+		g := startGatewayAt(t, rd.addr, func(c *Config) { c.Tokenizer = "hf:testdata/tokenizer_bos.json" })
+		for _, tt := range []struct {
+			route, body string
+			want        []uint32
+		}{
+			{routeCompletions, `{"model":"m","prompt":"hello world!","max_tokens":5}`, []uint32{0, 260, 265, 34}},
+			{routeCompletions, `{"model":"m","prompt":"hello world!","max_tokens":5,"add_special_tokens":false}`, []uint32{260, 265, 34}},
+			{routeGenerate, `{"model":"m","text":"hello world!"}`, []uint32{0, 260, 265, 34}},
+			// A chat's template writes its own special tokens, which the gateway does not apply.
+			{routeChat, `{"model":"m","messages":[{"role":"user","content":"hello world!"}]}`, []uint32{260, 265, 34}},
+		} {
+			readAll(t, post(t, g, tt.route, tt.body, "X-Request-Id", "bos"))
+			if got := lastDecide(t, rd); !slices.Equal(got.GetTokenIds(), tt.want) || got.GetInputTokens() != int64(len(tt.want)) {
+				t.Errorf("%s %s: Decide token_ids %v input_tokens %d, want %v", tt.route, tt.body, got.GetTokenIds(), got.GetInputTokens(), tt.want)
+			}
 		}
 	})
 	t.Run("engine from ListEngines", func(t *testing.T) {

@@ -79,13 +79,23 @@ type textCompletion struct {
 		Text string `json:"text"`
 	} `json:"choices"`
 	Usage struct {
-		PromptTokens int `json:"prompt_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 }
 
 // postCompletion sends a /v1/completions body to base and fails the test unless it answers
 // 200 with one choice.
 func postCompletion(t testing.TB, who, base string, body []byte) textCompletion {
+	t.Helper()
+	c, _ := postCompletionHeader(t, who, base, body)
+	return c
+}
+
+// postCompletionHeader is postCompletion that also returns the answer's header.
+func postCompletionHeader(t testing.TB, who, base string, body []byte) (textCompletion, http.Header) {
 	t.Helper()
 	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -100,7 +110,7 @@ func postCompletion(t testing.TB, who, base string, body []byte) textCompletion 
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &c) != nil || c.Object != "text_completion" || len(c.Choices) != 1 || c.Usage.PromptTokens == 0 {
 		t.Fatalf("%s /v1/completions = %s: %s; want a text completion", who, resp.Status, b)
 	}
-	return c
+	return c, resp.Header
 }
 
 // tokenizePrompt asks an engine's /tokenize for a completion prompt's token ids, as the

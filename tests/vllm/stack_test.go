@@ -51,6 +51,9 @@ type stack struct {
 	loadTopic, kvTopic string
 	kvBind             string
 
+	// model is the tiny model's directory (its tokenizer.json for a local tokenizer).
+	model string
+
 	deciderGRPC, deciderHTTP, gatewayAddr, linkHTTP string
 	decider, gateway, link                          *proctest.Process
 	engines                                         map[string]*vllmEngine
@@ -63,7 +66,7 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 	brokers := testenv.KafkaBrokers(t)
 	suffix := proctest.RandomSuffix()
 	s := &stack{dir: workDir(t), brokers: strings.Join(brokers, ","),
-		loadTopic: "vllm-load-" + suffix, kvTopic: "vllm-kv-" + suffix}
+		loadTopic: "vllm-load-" + suffix, kvTopic: "vllm-kv-" + suffix, model: env.Model}
 	s.procs = proctest.NewSet(t, s.dir, proctest.Options{StopGrace: stopGrace, TailLines: tailLines})
 	ports := proctest.FreePorts(t, 5)
 	late := proctest.ServerPorts(t, 4) // the engines bind theirs late
@@ -129,6 +132,18 @@ func startStack(t *testing.T, env testenv.VLLMEnv) *stack {
 		return s.api.EnginesReady(t, ids...)
 	})
 	return s
+}
+
+// startGateway starts one more gateway on the stack's decider with the given flags added and
+// returns its address once it answers /healthz; the run stops it with the rest.
+func (s *stack) startGateway(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(proctest.FreePorts(t, 1)[0])
+	p := s.procs.Start(t, name, nil, s.bin, append([]string{"gateway",
+		"-addr", addr, "-decider-addr", s.deciderGRPC, "-decider-token", viewerToken,
+		"-shutdown-timeout", "2s", "-log-format", "text", "-log-level", "debug"}, args...)...)
+	s.waitHTTP(t, p, "http://"+addr+"/healthz")
+	return addr
 }
 
 // workDir is the directory of the run's logs, engine caches and sluice binary: the test's

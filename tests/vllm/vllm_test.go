@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +47,7 @@ func TestVLLMEndToEnd(t *testing.T) {
 		{"chat", f.chat},
 		{"completion_as_token_ids", f.completionAsTokenIDs},
 		{"prefix", f.prefix},
+		{"local_tokenizer", f.localTokenizer},
 		{"reset_prefix_cache", f.resetPrefixCache},
 		{"link_restart_replays", f.linkRestartReplays},
 		{"kill", f.kill},
@@ -190,6 +193,47 @@ func (f *flow) prefix(t *testing.T) {
 	chatDirect(t, s.engines[o], p2+"first question about beta")
 	f.otherPrompt = p2 + "second question about beta"
 	f.checkPrefixHit(t, o, p2+"first question about beta", f.otherPrompt)
+}
+
+// (b') A gateway that tokenizes locally with the model's tokenizer.json (-tokenizer hf:) finds
+// the prefix a completion cached on an engine: its ids are the engine's, the BOS the
+// tokenizer's post-processor prepends to a plain prompt included (scripts/vllm's model adds
+// one, as Llama tokenizers do), so they hash to the blocks the engine reported. Without the
+// BOS, every block of every lookup would miss.
+func (f *flow) localTokenizer(t *testing.T) {
+	s := f.s
+	g := s.startGateway(t, "gateway-hf", "-tokenizer", "hf:"+filepath.Join(s.model, "tokenizer.json"), "-decision-headers")
+	holder := engineA
+	p := longText("gamma", prefixWords)
+	first, second := p+"first question about gamma", p+"second question about gamma"
+	ids1, ids2 := tokenizePrompt(t, s.engines[holder], first), tokenizePrompt(t, s.engines[holder], second)
+	shared := 0
+	for shared < len(ids1) && shared < len(ids2) && ids1[shared] == ids2[shared] {
+		shared++
+	}
+	wantBlocks := int64(shared / blockSize)
+	if wantBlocks < 4 {
+		t.Fatalf("prompts share only %d tokens (%d blocks of %d); the test wants at least 4 blocks", shared, wantBlocks, blockSize)
+	}
+	body := func(prompt string) []byte {
+		b, _ := json.Marshal(map[string]any{"model": modelName, "prompt": prompt, "max_tokens": maxTokens})
+		return b
+	}
+	postCompletion(t, holder, s.engines[holder].url(), body(first))
+	proctest.Eventually(t, poll, indexTimeout, holder+"'s KV events for the first completion in the index", func() (bool, string) {
+		d := s.api.DryRun(t, modelName, ids2)
+		return proctest.Matched(d, holder) >= wantBlocks*blockSize, fmt.Sprintf("want >= %d matched tokens on %s; %s", wantBlocks*blockSize, holder, proctest.Candidates(d))
+	})
+	c, h := postCompletionHeader(t, "gateway-hf", "http://"+g, body(second))
+	matched, _ := strconv.ParseInt(h.Get("X-Sluice-Matched-Tokens"), 10, 64)
+	if h.Get("X-Sluice-Engine") != holder || matched < wantBlocks*blockSize {
+		t.Errorf("through the hf: gateway: engine %q, %d matched tokens (reason %q); want %s with >= %d (the engine's ids start %v)",
+			h.Get("X-Sluice-Engine"), matched, h.Get("X-Sluice-Reason"), holder, wantBlocks*blockSize, ids2[:min(4, len(ids2))])
+	}
+	if c.Usage.PromptTokens != len(ids2) || int64(c.Usage.PromptTokensDetails.CachedTokens) < wantBlocks*blockSize {
+		t.Errorf("on %s: %d prompt tokens (%d cached), want %d with >= %d cached", holder, c.Usage.PromptTokens, c.Usage.PromptTokensDetails.CachedTokens, len(ids2), wantBlocks*blockSize)
+	}
+	t.Logf("hf: gateway sent it to %s with %d matched tokens; the engine reused %d of %d", h.Get("X-Sluice-Engine"), matched, c.Usage.PromptTokensDetails.CachedTokens, c.Usage.PromptTokens)
 }
 
 // checkPrefixHit waits until the decider's KV index (fed only through enginelink and Kafka)
