@@ -162,7 +162,7 @@ func (s *Server) countTokens(ctx context.Context, f *facts) tokens {
 	}
 	var total int64
 	for _, text := range f.prompt.texts {
-		total += count(prompt{model: f.model, texts: []string{text}}).count
+		total += count(prompt{model: f.model, texts: []string{text}, special: f.prompt.special}).count
 	}
 	return tokens{count: total}
 }

@@ -80,7 +80,9 @@ func (e *engineTokenizer) tokenize(ctx context.Context, p prompt) (tokens, error
 
 // tokenizeBody is the /tokenize request of p, written directly: the model as a JSON string,
 // and the chat's messages as the client sent them (the gateway parsed them already, so they
-// are valid JSON) or the prompt text joined.
+// are valid JSON) or the prompt text joined, with add_special_tokens false when the request
+// turned them off (vLLM's and SGLang's /tokenize add them to a prompt by default, as their
+// completions do).
 func tokenizeBody(p prompt) []byte {
 	model := jsonString(p.model)
 	if p.messages != nil {
@@ -91,7 +93,11 @@ func tokenizeBody(p prompt) []byte {
 	text, _ := json.Marshal(strings.Join(p.texts, ""))
 	b := make([]byte, 0, len(model)+len(text)+32)
 	b = append(append(append(b, `{"model":`...), model...), `,"prompt":`...)
-	return append(append(b, text...), '}')
+	b = append(b, text...)
+	if !p.special {
+		b = append(b, `,"add_special_tokens":false`...)
+	}
+	return append(b, '}')
 }
 
 // jsonString is json.Marshal(s): a string of plain printable ASCII (no quote, backslash or

@@ -63,9 +63,14 @@ func checkTokenizeAnswer(t *testing.T, b []byte) {
 
 func TestTokenizeBody(t *testing.T) {
 	var got map[string]any
-	if err := json.Unmarshal(tokenizeBody(prompt{model: `m"1`, texts: []string{"a\n", "<b>"}}), &got); err != nil ||
+	if err := json.Unmarshal(tokenizeBody(prompt{model: `m"1`, texts: []string{"a\n", "<b>"}, special: true}), &got); err != nil ||
 		got["model"] != `m"1` || got["prompt"] != "a\n<b>" || len(got) != 2 {
 		t.Errorf("prompt body = %v, %v", got, err)
+	}
+	got = nil
+	if err := json.Unmarshal(tokenizeBody(prompt{model: "m", texts: []string{"a"}}), &got); err != nil ||
+		got["prompt"] != "a" || got["add_special_tokens"] != false || len(got) != 3 {
+		t.Errorf("prompt body without special tokens = %v, %v", got, err)
 	}
 	got = nil
 	if err := json.Unmarshal(tokenizeBody(prompt{model: "m", messages: []byte(` [{"role":"user","content":"hi"}] `)}), &got); err != nil ||
