@@ -286,3 +286,107 @@ func IdealHitRate(reqs []trace.Request) float64 {
 	}
 	return float64(hit) / float64(total)
 }
+
+// PairedTable writes, for every system × policy but the reference (the first of refSystem's in
+// rounds), how it compared with the reference within each round: the k-th replay of every
+// configuration is round k, run minutes apart from the others' k-th under the same machine
+// load, so a ratio or difference taken inside a round cancels what the round shared. Hit rates
+// move by chance from round to round as much as between systems (timing decides which blocks
+// are still cached), so their difference is given as a mean with its 95 % confidence interval
+// (Student's t over the rounds), the figure that says whether two systems' hit rates differ at
+// all. Nothing is written without the reference or with fewer than two rounds.
+func PairedTable(w io.Writer, rounds []Round, refSystem string) error {
+	type key struct{ sys, pol string }
+	var order []key
+	by := map[key][]Summary{}
+	for _, r := range rounds {
+		k := key{r.System, r.Policy}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], Summarize(r))
+	}
+	ri := slices.IndexFunc(order, func(k key) bool { return k.sys == refSystem })
+	if ri < 0 {
+		return nil
+	}
+	ref := by[order[ri]]
+	var b strings.Builder
+	fmt.Fprintf(&b, "Within each round, against %s %s: median (min–max) over the rounds; the hit-rate difference in points as mean ± 95 %% confidence half-width, then median (min–max).\n\n", order[ri].sys, order[ri].pol)
+	b.WriteString("| system | policy | rounds | TTFT p90 ÷ ref | TTFT p50 ÷ ref | hit − ref, points: mean ± 95 % CI | hit − ref, median (min–max) | rounds with hit ≥ ref |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	wrote := false
+	for _, k := range order {
+		if k == order[ri] {
+			continue
+		}
+		ss := by[k]
+		n := min(len(ss), len(ref))
+		if n < 2 {
+			continue
+		}
+		p90, p50, dhit := make([]float64, n), make([]float64, n), make([]float64, n)
+		atLeast := 0
+		for i := range n {
+			p90[i] = float64(ss[i].TTFT90) / float64(max(ref[i].TTFT90, 1))
+			p50[i] = float64(ss[i].TTFT50) / float64(max(ref[i].TTFT50, 1))
+			dhit[i] = 100 * (ss[i].HitRate - ref[i].HitRate)
+			if dhit[i] >= 0 {
+				atLeast++
+			}
+		}
+		mean, half := meanCI95(dhit)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %+.2f ± %.2f | %s | %d of %d |\n", k.sys, k.pol, n,
+			spreadOf(p90).cell(2, n), spreadOf(p50).cell(2, n), mean, half, signedCell(spreadOf(dhit), 2), atLeast, n)
+		wrote = true
+	}
+	if !wrote {
+		return nil
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// signedCell is spread.cell with signs, for differences.
+func signedCell(s spread, prec int) string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+	sg := func(v float64) string {
+		if v >= 0 {
+			return "+" + f(v)
+		}
+		return f(v)
+	}
+	return fmt.Sprintf("%s (%s … %s)", sg(s.med), sg(s.lo), sg(s.hi))
+}
+
+// meanCI95 is the mean of vs and the half-width of its 95 % confidence interval by Student's
+// t with len(vs)−1 degrees of freedom (len(vs) ≥ 2).
+func meanCI95(vs []float64) (mean, half float64) {
+	n := float64(len(vs))
+	for _, v := range vs {
+		mean += v
+	}
+	mean /= n
+	var ss float64
+	for _, v := range vs {
+		ss += (v - mean) * (v - mean)
+	}
+	return mean, tQuantile975(len(vs)-1) * math.Sqrt(ss/(n-1)/n)
+}
+
+// tQuantile975 is the 0.975 quantile of Student's t with df degrees of freedom: a table up to
+// 30 (a benchmark runs a handful of rounds), then the normal's 1.96 plus the first term of its
+// expansion in 1/df (within 0.2 % beyond 30). A table, not a statistics dependency, for one
+// number per row.
+func tQuantile975(df int) float64 {
+	table := [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	if df < 1 {
+		return math.Inf(1)
+	}
+	if df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96 + 2.4/float64(df)
+}

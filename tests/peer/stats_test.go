@@ -2,6 +2,7 @@ package peer
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -81,6 +82,44 @@ func TestTableMediansOverRounds(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[3], "| b | p | 1 | 1 | 0 | 50.0 |") || !strings.HasSuffix(lines[3], "| 4.0 | – | – |") {
 		t.Errorf("row b (one round, no range, no engine figures): %s", lines[3])
+	}
+}
+
+func TestPairedTable(t *testing.T) {
+	// One round per call: TTFT ms of the one request, and cached of 100 prompt tokens.
+	round := func(sys, pol string, ttft, cached int) Round {
+		return Round{System: sys, Policy: pol, Results: []Result{{TTFT: time.Duration(ttft) * time.Millisecond, E2E: time.Second, PromptTokens: 100, CachedTokens: cached}}}
+	}
+	var rounds []Round
+	// Three rounds; x's hits differ from the reference's by +1, −1 and +3 points, its TTFT is
+	// 0.5, 0.8 and 0.6 of the reference's; y ran only once.
+	for i, r := range [][3]int{{100, 8, 50}, {200, 9, 160}, {100, 7, 60}} {
+		rounds = append(rounds, round("sglang-router", "cache_aware", r[0], r[1]), round("sluice", "x", r[2], r[1]+[]int{1, -1, 3}[i]))
+		if i == 0 {
+			rounds = append(rounds, round("sluice", "y", 10, 10))
+		}
+	}
+	var b strings.Builder
+	if err := PairedTable(&b, rounds, "sglang-router"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "against sglang-router cache_aware") {
+		t.Fatalf("table (want the note, header, rule and x's row only: y has one round):\n%s", b.String())
+	}
+	// mean +1, sd 2, half-width t(2) × 2/√3 = 4.303 × 1.1547 = 4.97.
+	if want := "| sluice | x | 3 | 0.60 (0.50–0.80) | 0.60 (0.50–0.80) | +1.00 ± 4.97 | +1.00 (-1.00 … +3.00) | 2 of 3 |"; lines[4] != want {
+		t.Errorf("row x:\n got %s\nwant %s", lines[4], want)
+	}
+	b.Reset()
+	if err := PairedTable(&b, rounds[:2], "sglang-router"); err != nil || b.Len() != 0 {
+		t.Errorf("one round: wrote %q, %v; want nothing", b.String(), err)
+	}
+	if err := PairedTable(&b, rounds, "nobody"); err != nil || b.Len() != 0 {
+		t.Errorf("no reference: wrote %q, %v; want nothing", b.String(), err)
+	}
+	if got := tQuantile975(31); math.Abs(got-2.040) > 0.005 {
+		t.Errorf("tQuantile975(31) = %v, want 2.040", got)
 	}
 }
 

@@ -210,8 +210,8 @@ func run(ctx context.Context, f flags) error {
 				return fmt.Errorf("round %d %s %s: %w", round+1, c.system, c.policy, err)
 			}
 			s := peer.Summarize(r)
-			logf("  %d requests, %d errors, hit %.1f%%, TTFT p50 %v p99 %v, e2e p50 %v, %.2f req/s, router CPU %.2f ms/req%s",
-				s.Requests, s.Errors, 100*s.HitRate, s.TTFT50.Round(time.Millisecond), s.TTFT99.Round(time.Millisecond), s.E2E50.Round(time.Millisecond),
+			logf("  %d requests, %d errors, hit %.2f%%, TTFT p50 %v p90 %v p99 %v, e2e p50 %v, %.2f req/s, router CPU %.2f ms/req%s",
+				s.Requests, s.Errors, 100*s.HitRate, s.TTFT50.Round(time.Millisecond), s.TTFT90.Round(time.Millisecond), s.TTFT99.Round(time.Millisecond), s.E2E50.Round(time.Millisecond),
 				s.ReqPerSec, s.CPUPerReq, firstErr(s))
 			rounds = append(rounds, r)
 		}
@@ -282,6 +282,10 @@ func writeReport(w io.Writer, f flags, reqs []trace.Request, span time.Duration,
 		f.kvInterval, time.Duration(float64(f.kvInterval)*f.speed/f.load).Round(time.Millisecond), f.rounds, took.Round(time.Second),
 		100*peer.IdealHitRate(reqs))
 	_ = peer.Table(w, rounds)
+	var paired bytes.Buffer
+	if peer.PairedTable(&paired, rounds, "sglang-router") == nil && paired.Len() > 0 {
+		fmt.Fprintf(w, "\n%s", paired.Bytes())
+	}
 	var kafkaCPU time.Duration
 	var kafkaReqs int
 	for _, r := range rounds {
