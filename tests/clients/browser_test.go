@@ -65,8 +65,8 @@ func runBrowser(t *testing.T, ctx context.Context, root string, d decider) {
 		http.ServeFile(w, r, bundle)
 	})
 	proxy := httputil.NewSingleHostReverseProxy(upstream)
-	mux.Handle("POST /sluice.v1.DeciderService/", proxy)
-	mux.Handle("POST /sluice.v1.AdminService/", proxy)
+	mux.Handle("POST /sluice.v1.DeciderService/", fullDuplex(proxy))
+	mux.Handle("POST /sluice.v1.AdminService/", fullDuplex(proxy))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	// The page's base URL is its own origin: the suite reads it from location.
@@ -104,4 +104,22 @@ func runBrowser(t *testing.T, ctx context.Context, root string, d decider) {
 			t.Errorf("FAIL %s: %s", r.Name, r.Error)
 		}
 	}
+}
+
+// fullDuplex lets h read the request body after it has started the response. The test proxy needs
+// it. httputil.ReverseProxy sends the decider's response headers back as soon as they arrive, while
+// its Transport may still be reading the page's request body: after the Content-Length bytes it
+// reads once more to check that nothing follows. An HTTP/1 server closes a request body once its
+// handler writes the response, so that read fails. The Transport then closes the connection to the
+// decider, with the answer half copied. The page saw "UNAVAILABLE: network error", and the proxy
+// logged "read error during body copy: use of closed network connection". Under CPU contention
+// this happened about once in 25 runs, with the decider's answer complete and no request canceled.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			http.Error(w, "test proxy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
