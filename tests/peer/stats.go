@@ -133,19 +133,27 @@ func (s spread) cell(prec int, n int) string {
 	return fmt.Sprintf("%s (%s–%s)", f(s.med), f(s.lo), f(s.hi))
 }
 
-// Table writes the markdown table: one row per system × policy in the order they first
-// appear in rounds, each cell the median over that row's rounds with the min–max range.
-func Table(w io.Writer, rounds []Round) error {
-	type key struct{ sys, pol string }
-	var order []key
-	by := map[key][]Summary{}
+// configKey is one system × policy.
+type configKey struct{ sys, pol string }
+
+// byConfig groups the rounds' summaries by system × policy, in the order each first appears.
+func byConfig(rounds []Round) ([]configKey, map[configKey][]Summary) {
+	var order []configKey
+	by := map[configKey][]Summary{}
 	for _, r := range rounds {
-		k := key{r.System, r.Policy}
+		k := configKey{r.System, r.Policy}
 		if _, ok := by[k]; !ok {
 			order = append(order, k)
 		}
 		by[k] = append(by[k], Summarize(r))
 	}
+	return order, by
+}
+
+// Table writes the markdown table: one row per system × policy in the order they first
+// appear in rounds, each cell the median over that row's rounds with the min–max range.
+func Table(w io.Writer, rounds []Round) error {
+	order, by := byConfig(rounds)
 	var b strings.Builder
 	b.WriteString("| system | policy | rounds | requests | errors | prefix hit rate % | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | e2e p50 ms | e2e p99 ms | req/s | router CPU ms/req | TTFT mean ms | engine TTFT mean ms | client − engine mean ms |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -296,17 +304,8 @@ func IdealHitRate(reqs []trace.Request) float64 {
 // (Student's t over the rounds), the figure that says whether two systems' hit rates differ at
 // all. Nothing is written without the reference or with fewer than two rounds.
 func PairedTable(w io.Writer, rounds []Round, refSystem string) error {
-	type key struct{ sys, pol string }
-	var order []key
-	by := map[key][]Summary{}
-	for _, r := range rounds {
-		k := key{r.System, r.Policy}
-		if _, ok := by[k]; !ok {
-			order = append(order, k)
-		}
-		by[k] = append(by[k], Summarize(r))
-	}
-	ri := slices.IndexFunc(order, func(k key) bool { return k.sys == refSystem })
+	order, by := byConfig(rounds)
+	ri := slices.IndexFunc(order, func(k configKey) bool { return k.sys == refSystem })
 	if ri < 0 {
 		return nil
 	}

@@ -206,15 +206,8 @@ func (f *flow) localTokenizer(t *testing.T) {
 	holder := engineA
 	p := longText("gamma", prefixWords)
 	first, second := p+"first question about gamma", p+"second question about gamma"
-	ids1, ids2 := tokenizePrompt(t, s.engines[holder], first), tokenizePrompt(t, s.engines[holder], second)
-	shared := 0
-	for shared < len(ids1) && shared < len(ids2) && ids1[shared] == ids2[shared] {
-		shared++
-	}
-	wantBlocks := int64(shared / blockSize)
-	if wantBlocks < 4 {
-		t.Fatalf("prompts share only %d tokens (%d blocks of %d); the test wants at least 4 blocks", shared, wantBlocks, blockSize)
-	}
+	ids2 := tokenizePrompt(t, s.engines[holder], second)
+	wantBlocks := sharedBlocks(t, tokenizePrompt(t, s.engines[holder], first), ids2)
 	body := func(prompt string) []byte {
 		b, _ := json.Marshal(map[string]any{"model": modelName, "prompt": prompt, "max_tokens": maxTokens})
 		return b
@@ -236,6 +229,22 @@ func (f *flow) localTokenizer(t *testing.T) {
 	t.Logf("hf: gateway sent it to %s with %d matched tokens; the engine reused %d of %d", h.Get("X-Sluice-Engine"), matched, c.Usage.PromptTokensDetails.CachedTokens, c.Usage.PromptTokens)
 }
 
+// sharedBlocks is the number of full blocks of the prefix ids1 and ids2 share: what the engine
+// cached and reported for the first prompt and the decider matches for the second, in whole
+// blocks. It fails the test below 4 blocks.
+func sharedBlocks(t *testing.T, ids1, ids2 []uint32) int64 {
+	t.Helper()
+	shared := 0
+	for shared < len(ids1) && shared < len(ids2) && ids1[shared] == ids2[shared] {
+		shared++
+	}
+	blocks := int64(shared / blockSize)
+	if blocks < 4 {
+		t.Fatalf("prompts share only %d tokens (%d blocks of %d); the test wants at least 4 blocks", shared, blocks, blockSize)
+	}
+	return blocks
+}
+
 // checkPrefixHit waits until the decider's KV index (fed only through enginelink and Kafka)
 // makes holder the cache candidate for second, then sends second through the gateway and
 // checks that holder served it from its cache.
@@ -243,17 +252,8 @@ func (f *flow) checkPrefixHit(t *testing.T, holder, first, second string) {
 	t.Helper()
 	s := f.s
 	e := s.engines[holder]
-	ids1, ids2 := tokenize(t, e, first), tokenize(t, e, second)
-	shared := 0
-	for shared < len(ids1) && shared < len(ids2) && ids1[shared] == ids2[shared] {
-		shared++
-	}
-	// The first prompt's full blocks within the shared prefix are what the engine cached
-	// and reported; the decider counts matched tokens in whole blocks.
-	wantBlocks := int64(shared / blockSize)
-	if wantBlocks < 4 {
-		t.Fatalf("prompts share only %d tokens (%d blocks of %d); the test wants at least 4 blocks", shared, wantBlocks, blockSize)
-	}
+	ids2 := tokenize(t, e, second)
+	wantBlocks := sharedBlocks(t, tokenize(t, e, first), ids2)
 	start := time.Now()
 	proctest.Eventually(t, poll, indexTimeout, holder+"'s KV events make it the cache candidate", func() (bool, string) {
 		d := s.api.DryRun(t, modelName, ids2)
@@ -265,7 +265,7 @@ func (f *flow) checkPrefixHit(t *testing.T, holder, first, second string) {
 	var c completion
 	got := s.servedBy(t, both, func() { c = s.chat(t, second) })
 	if got != holder {
-		t.Errorf("request sharing a %d-token prefix with %s's cache went to %s", shared, holder, got)
+		t.Errorf("request sharing %d blocks of prefix with %s's cache went to %s", wantBlocks, holder, got)
 	}
 	if cached := int64(c.Usage.PromptTokensDetails.CachedTokens); cached < wantBlocks*blockSize {
 		t.Errorf("request on %s reused %d cached prompt tokens, want >= %d (of %d prompt tokens)", got, cached, wantBlocks*blockSize, c.Usage.PromptTokens)
