@@ -71,7 +71,7 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		return peer.Round{}, err
 	}
 	ex0, _ := peer.ProcCPU(extra...)
-	ttft0, n0, ttftErr := engineTTFT(ctx, engines)
+	fig0, ttftErr := scrapeEngines(ctx, engines)
 	logf("  %s ready at %s; replaying %d requests", c.system, routerURL, len(reqs))
 	t0 := time.Now()
 	next := 0.1
@@ -86,9 +86,11 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		return peer.Round{}, err
 	}
 	ex1, _ := peer.ProcCPU(extra...)
-	ttft1, n1, err := engineTTFT(ctx, engines)
-	if ttftErr == nil && err == nil && n1 > n0 {
-		ttft1, n1 = ttft1-ttft0, n1-n0
+	fig1, err := scrapeEngines(ctx, engines)
+	ttft1, n1 := fig1.ttft, fig1.count
+	if ttftErr == nil && err == nil && n1 > fig0.count {
+		ttft1, n1 = ttft1-fig0.ttft, n1-fig0.count
+		logf("  %s", insertShares(engines, fig0.uncached, fig1.uncached))
 	} else {
 		ttft1, n1 = 0, 0
 		why := errors.Join(ttftErr, err)
@@ -121,45 +123,81 @@ func runOne(ctx context.Context, f flags, c config, reqs []trace.Request, dir st
 		EngineTTFT: ttft1, EngineTTFTCount: n1}, nil
 }
 
-// engineTTFT sums the engines' own time-to-first-token histograms (SGLang's and vLLM's
-// <prefix>:time_to_first_token_seconds, which the simulated engines export under the same
-// names): total time and count so far, over every engine and series.
-func engineTTFT(ctx context.Context, engines []engine) (time.Duration, int, error) {
+// engineFigures is what scrapeEngines reads from the engines' /metrics.
+type engineFigures struct {
+	// ttft and count sum the engines' own time-to-first-token histograms (SGLang's and vLLM's
+	// <prefix>:time_to_first_token_seconds, which the simulated engines export under the same
+	// names): total time and count so far, over every engine and series.
+	ttft  time.Duration
+	count int
+	// uncached is each engine's sluice_simengine_prefill_uncached_tokens_total (summed over
+	// its ranks), in engines' order: the tokens it prefilled and wrote into its cache.
+	uncached []float64
+}
+
+func scrapeEngines(ctx context.Context, engines []engine) (engineFigures, error) {
 	var sum float64
 	var count uint64
-	for _, e := range engines {
+	fig := engineFigures{uncached: make([]float64, len(engines))}
+	for i, e := range engines {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/metrics", nil)
 		if err != nil {
-			return 0, 0, err
+			return fig, err
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return 0, 0, err
+			return fig, err
 		}
 		parser := expfmt.NewTextParser(promodel.UTF8Validation)
 		fams, err := parser.TextToMetricFamilies(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			return 0, 0, fmt.Errorf("engine %s /metrics: %w", e.id, err)
+			return fig, fmt.Errorf("engine %s /metrics: %w", e.id, err)
 		}
 		found := false
 		for name, f := range fams {
-			if !strings.HasSuffix(name, ":time_to_first_token_seconds") {
-				continue
-			}
-			for _, m := range f.Metric {
-				if h := m.GetHistogram(); h != nil {
-					found = true
-					sum += h.GetSampleSum()
-					count += h.GetSampleCount()
+			switch {
+			case name == "sluice_simengine_prefill_uncached_tokens_total":
+				for _, m := range f.Metric {
+					fig.uncached[i] += m.GetCounter().GetValue()
+				}
+			case strings.HasSuffix(name, ":time_to_first_token_seconds"):
+				for _, m := range f.Metric {
+					if h := m.GetHistogram(); h != nil {
+						found = true
+						sum += h.GetSampleSum()
+						count += h.GetSampleCount()
+					}
 				}
 			}
 		}
 		if !found {
-			return 0, 0, fmt.Errorf("engine %s exports no time_to_first_token_seconds histogram", e.id)
+			return fig, fmt.Errorf("engine %s exports no time_to_first_token_seconds histogram", e.id)
 		}
 	}
-	return time.Duration(sum * float64(time.Second)), int(count), nil
+	fig.ttft, fig.count = time.Duration(sum*float64(time.Second)), int(count)
+	return fig, nil
+}
+
+// insertShares describes how a replay spread the tokens the engines prefilled (and so wrote into
+// their caches): each engine's share, and the largest share over the mean. The engines' caches
+// are equal, so an uneven spread turns one cache over faster than the others.
+func insertShares(engines []engine, before, after []float64) string {
+	var total, most float64
+	d := make([]float64, len(engines))
+	for i := range engines {
+		d[i] = after[i] - before[i]
+		total += d[i]
+		most = max(most, d[i])
+	}
+	if total <= 0 {
+		return "engines prefilled no uncached token"
+	}
+	parts := make([]string, len(engines))
+	for i, e := range engines {
+		parts[i] = fmt.Sprintf("%s %.1f%%", e.id, 100*d[i]/total)
+	}
+	return fmt.Sprintf("uncached tokens prefilled: %s (largest ÷ mean %.2f)", strings.Join(parts, ", "), most*float64(len(engines))/total)
 }
 
 // startSystem starts f.engines fresh simulated engines at engineSpeed and c's router in front
