@@ -135,6 +135,8 @@ type engineFigures struct {
 	uncached []float64
 }
 
+// scrapeEngines reads every engine's /metrics once; an engine without a TTFT histogram is an
+// error (the replay's engine-side figures would be wrong).
 func scrapeEngines(ctx context.Context, engines []engine) (engineFigures, error) {
 	var sum float64
 	var count uint64
