@@ -250,6 +250,9 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 		"%d rounds, configurations interleaved (rotated each round); %s in all. sluice's gateway uses -tokenizer %s (auto: engine for cache_aware, which needs the engine's token ids, else the default estimate).\n\n",
 		f.closed.clients, f.closed.maxTokens, f.closed.stream, f.closed.prefixes, f.closed.prefixW, f.closed.suffixW, f.engines, f.closed.speed,
 		f.closed.duration, f.closed.warmup, f.rounds, took.Round(time.Second), f.sluiceTokenizer)
+	if f.cacheAwareSettings != "" {
+		fmt.Fprintf(w, "sluice's cache_aware policy: {type: cache_aware, %s}.\n\n", f.cacheAwareSettings)
+	}
 	type key struct {
 		sys, pol string
 		n        int

@@ -42,6 +42,7 @@ type flags struct {
 	sluiceTokenizer                string
 	gatewayArgs, deciderArgs       string
 	linkArgs                       string
+	cacheAwareSettings             string
 	scrapeInterval                 time.Duration
 	kvInterval                     time.Duration
 	brokerWarmup                   int
@@ -93,6 +94,9 @@ func main() {
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
 	fs.StringVar(&f.deciderArgs, "decider-args", "", "extra flags for sluice's decider, space-separated")
 	fs.StringVar(&f.linkArgs, "enginelink-args", "", "extra flags for sluice's enginelink, space-separated (e.g. -pprof-addr :6062)")
+	fs.StringVar(&f.cacheAwareSettings, "cache-aware-settings", "", "more settings of sluice's cache_aware policy, as entries of a YAML flow mapping, "+
+		"e.g. \"min_match_tokens: 64\" (closed mode's default is \"min_match_tokens: 16\": the policy's own default of 1024 tokens exceeds "+
+		"that mode's ~130-token prompts, so no request would be routed by its prefix, while sglang-router's cache_aware has no such floor)")
 	f.closed.register(fs)
 	flag.Parse()
 	set := map[string]bool{}
@@ -109,6 +113,9 @@ func main() {
 		}
 		if !set["sluice-tokenizer"] {
 			f.sluiceTokenizer = "auto"
+		}
+		if !set["cache-aware-settings"] {
+			f.cacheAwareSettings = "min_match_tokens: 16"
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -283,7 +283,11 @@ func startSystem(ctx context.Context, f flags, c config, dir string, engineSpeed
 		for _, e := range engines {
 			fmt.Fprintf(&cfg, "  - {id: %s, url: %q, models: [%s], role: plain}\n", e.id, e.url, model)
 		}
-		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {type: %s}\n", model, policy)
+		spec := "type: " + policy
+		if policy == "cache_aware" && f.cacheAwareSettings != "" {
+			spec += ", " + f.cacheAwareSettings
+		}
+		fmt.Fprintf(&cfg, "buckets:\n  - id: all\n    models: [%s]\n    groups:\n      plain:\n        policy: {%s}\n", model, spec)
 		cfgPath := filepath.Join(dir, "sluice.yaml")
 		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 			return sys, err
