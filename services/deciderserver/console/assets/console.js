@@ -353,7 +353,7 @@ async function bucketsLoad() {
   try {
     const d = await api('/ui/api/buckets');
     banner('');
-    $('version').textContent = 'config v' + d.version;
+    headerVersion(d.version);
     $('buckets-head').replaceChildren(h('h3', {}, 'Configuration version ' + d.version),
       h('div', { class: 'meta' }, h('span', { text: 'by ' + (d.author || 'unknown') }),
         h('span', { text: 'created ' + (d.created_at || '—') }), h('span', { text: 'loaded ' + d.loaded_at }),
@@ -658,8 +658,8 @@ async function rollback(ev) {
   try {
     const r = await api('/v1/admin/versions/' + v + ':rollback', { method: 'POST', body: { basedOnVersion: String(hist.current) }, token: state.adminToken });
     $('rollback-out').replaceChildren(h('p', { class: 'ok', text: 'now version ' + r.version + ': ' + (r.summary || '') }));
+    headerVersion(r.version);
     await historyLoad();
-    loadVersion();
   } catch (err) {
     if (err.status === 401 || err.status === 403) state.adminToken = '';
     $('rollback-out').replaceChildren(h('p', { class: 'bad', text: (err.reason ? err.reason + ': ' : '') + err.message }));
@@ -672,12 +672,15 @@ function historyInit() {
 }
 
 // ---- routing ----------------------------------------------------------------------------------
-// loadVersion shows the configuration version in force in the header. It is read again when a
-// token is entered (a refused first read left it blank) and after a rollback; data-state says
-// whether the last read settled ("ok" or "refused"), so a test can wait for it.
+// headerVersion shows the configuration version in force in the header; every answer that
+// names it (the buckets page, a rollback) updates it.
+function headerVersion(v) { $('version').textContent = 'config v' + v; }
+// loadVersion reads that version at page load and again when a token is entered (a refused
+// first read left it blank); data-state says whether the last read settled ("ok" or
+// "refused"), so a test can wait for it.
 function loadVersion() {
   const el = $('version');
-  api('/ui/api/buckets').then((d) => { el.textContent = 'config v' + d.version; el.dataset.state = 'ok'; })
+  api('/ui/api/buckets').then((d) => { headerVersion(d.version); el.dataset.state = 'ok'; })
     .catch(() => { el.dataset.state = 'refused'; });
 }
 const pages = { fleet: fleetInit, buckets: bucketsInit, decisions: decisionsInit, cache: cacheInit, history: historyInit };
