@@ -218,7 +218,8 @@ func (s *Server) dispatch(r *http.Request, sw *statusWriter, rm *routeMetrics, f
 // cancelled request still releases. The decider client bounds each call by -decide-timeout
 // (Release is one call, never retried), so when -release-timeout is no shorter than that the
 // client's deadline is the one in force and a second timer is not armed (a profile of the
-// embedded gateway had the two at 1.4 % of its CPU); TestReleaseBoundedByBothTimeouts.
+// embedded gateway had the two at 1.4 % of its CPU); TestReleaseBoundedByBothTimeouts. An
+// embedded decider's Release runs in process and waits on nothing, so it needs neither.
 func (s *Server) release(model, leaseID, requestID string, res attemptResult) {
 	if leaseID == "" {
 		return

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,10 +114,16 @@ func New(logger *slog.Logger, cfg Config, opts ...Option) (*Server, error) {
 		copts = append(copts, deciderclient.WithToken(cfg.DeciderToken))
 	}
 	var decisions grpc.ClientConnInterface = conn
+	homeOpts := copts
 	if o.local != nil {
+		// The embedded decider answers in process: a call there waits on no network and no
+		// other process, so -decide-timeout, which bounds a remote decider's calls, arms
+		// no timer for it (docs/operations.md, `-decide-timeout`). The request's own
+		// context still bounds it, and the shards' remote clients keep the bound.
 		decisions = o.local
+		homeOpts = append(slices.Clip(copts), deciderclient.WithTimeout(0))
 	}
-	s.decider = deciderclient.New(decisions, copts...)
+	s.decider = deciderclient.New(decisions, homeOpts...)
 	s.shards = newShardRouter(s.decider, copts, sizes, o.local == nil)
 	if s.tokenizer, err = s.newTokenizer(); err != nil {
 		conn.Close()

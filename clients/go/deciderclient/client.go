@@ -43,6 +43,8 @@ type options struct {
 type Option func(*options)
 
 // WithTimeout bounds each attempt (default 1s); the caller's context still bounds the whole call.
+// 0 sets no bound of its own: the caller's context alone bounds each call, and none is derived
+// from it (for a connection that answers in process, where a call waits on nothing).
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithRetryUnavailable retries Decide up to attempts times in total when the decider answers
@@ -104,8 +106,13 @@ func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.Cance
 	if c.o.timeout > 0 {
 		return context.WithTimeout(ctx, c.o.timeout)
 	}
-	return context.WithCancel(ctx)
+	// No bound of its own: the caller's context is the attempt's. (A cancellable child would
+	// cost a context, its registration with the parent and its removal on every call: an
+	// embedded gateway makes two such calls per request.)
+	return ctx, noCancel
 }
+
+func noCancel() {}
 
 // Decide asks for an engine (or a prefill + decode pair). Errors are gRPC statuses; use Reason
 // and Rejections to read their details.

@@ -23,12 +23,16 @@ type fakeDecider struct {
 	fail  int32
 	code  codes.Code
 	auth  atomic.Value
+	// deadline is the last Decide's deadline as its handler saw it (zero: none).
+	deadline atomic.Value
 }
 
 func (f *fakeDecider) Decide(ctx context.Context, _ *sluicev1.DecideRequest) (*sluicev1.DecideResponse, error) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get("authorization")) > 0 {
 		f.auth.Store(md.Get("authorization")[0])
 	}
+	dl, _ := ctx.Deadline()
+	f.deadline.Store(dl)
 	if f.calls.Add(1) <= f.fail {
 		st, _ := status.New(f.code, "busy").WithDetails(&errdetails.ErrorInfo{Reason: "ADMISSION_REJECTED", Domain: "sluice.dev"},
 			&sluicev1.AdmissionRejections{Rejections: []*sluicev1.AdmissionRejection{{BucketId: "b", EngineId: "e", Limit: "max_running_requests"}}})
@@ -120,5 +124,62 @@ func TestDeadline(t *testing.T) {
 	_, err = c.Decide(context.Background(), &sluicev1.DecideRequest{Model: "m"})
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Errorf("Decide to a closed port = %v after %v, want a prompt error", err, time.Since(start))
+	}
+}
+
+// TestAttemptTimeout: the default and a set timeout bound each attempt; WithTimeout(0) adds no
+// bound, so the caller's deadline, or none, is the one the decider sees.
+func TestAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	callerDeadline := time.Now().Add(time.Hour)
+	tests := []struct {
+		name      string
+		opts      []Option
+		caller    bool // the caller's context carries callerDeadline
+		wantNone  bool
+		wantUntil time.Duration // the decider's deadline is at most this far ahead
+		wantAt    time.Time     // or exactly this one
+	}{
+		{name: "default bounds the attempt by 1s", wantUntil: time.Second},
+		{name: "a set timeout bounds it", opts: []Option{WithTimeout(200 * time.Millisecond)}, caller: true, wantUntil: 200 * time.Millisecond},
+		{name: "zero adds no bound", opts: []Option{WithTimeout(0)}, wantNone: true},
+		{name: "zero keeps the caller's", opts: []Option{WithTimeout(0), WithToken("t")}, caller: true, wantAt: callerDeadline},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeDecider{}
+			c, err := Dial(serve(t, f), tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			if tt.caller {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, callerDeadline)
+				defer cancel()
+			}
+			start := time.Now()
+			if _, err := c.Decide(ctx, &sluicev1.DecideRequest{Model: "m"}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := f.deadline.Load().(time.Time)
+			switch {
+			case tt.wantNone:
+				if !got.IsZero() {
+					t.Errorf("decider saw deadline %v, want none", got)
+				}
+			case !tt.wantAt.IsZero():
+				// gRPC sends a timeout, not an instant: allow its rounding and the trip.
+				if d := got.Sub(tt.wantAt); d < -time.Second || d > time.Second {
+					t.Errorf("decider saw deadline %v, want the caller's %v", got, tt.wantAt)
+				}
+			default:
+				if got.IsZero() || got.After(start.Add(tt.wantUntil+50*time.Millisecond)) {
+					t.Errorf("decider saw deadline %v, want one within %v of %v", got, tt.wantUntil, start)
+				}
+			}
+		})
 	}
 }
