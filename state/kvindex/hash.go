@@ -110,6 +110,13 @@ func hashBlocks(dst []uint64, prev uint64, tokens []uint32, bs int) uint64 {
 		}
 		return prev
 	}
+	return hashBlocks16(dst, prev, tokens)
+}
+
+// hashBlocks16Go is hashBlocks for 16-token blocks, unrolled: the
+// reference for the assembly (hash_amd64.s) and the code elsewhere.
+func hashBlocks16Go(dst []uint64, prev uint64, tokens []uint32) uint64 {
+	tokens = tokens[:len(dst)*16]
 	for i := range dst {
 		t := tokens[i*16 : i*16+16 : i*16+16]
 		a := mum(pair(t, 0)^k1, pair(t, 2)^(k0^16))

@@ -409,3 +409,34 @@ func TestHashChain(t *testing.T) {
 		}
 	}
 }
+
+// TestHashBlocks16 checks the 16-token block hash this CPU runs (the
+// assembly on amd64 with BMI2) against the Go loop, at every word
+// alignment of the token ids and lengths around one block.
+func TestHashBlocks16(t *testing.T) {
+	if !hasHashAsm {
+		t.Log("this CPU runs the Go loop; the check compares it with itself")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	buf := make([]uint32, 1030*16+3)
+	for i := range buf {
+		buf[i] = r.Uint32()
+	}
+	buf[5] = ^uint32(0) // the largest id, in a block of every alignment's first
+	for off := range 3 {
+		for _, nb := range []int{0, 1, 2, 3, 31, 32, 33, 512, 1030} {
+			toks := buf[off : off+nb*16]
+			got, want := make([]uint64, nb), make([]uint64, nb)
+			gl := hashBlocks16(got, 99, toks)
+			wl := hashBlocks16Go(want, 99, toks)
+			if gl != wl {
+				t.Fatalf("offset %d, %d blocks: last %#x, want %#x", off, nb, gl, wl)
+			}
+			for i := range nb {
+				if got[i] != want[i] {
+					t.Fatalf("offset %d, %d blocks, block %d: %#x, want %#x", off, nb, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
