@@ -126,6 +126,9 @@ func runClosedMode(ctx context.Context, f flags) error {
 	logf("closed loop: %d configurations × clients %v × %d rounds, %d engines at speed %g; %v measured after %v warm-up per run; logs in %s",
 		len(cfgs), levels, f.rounds, f.engines, f.closed.speed, f.closed.duration, f.closed.warmup, f.workDir)
 	started := time.Now()
+	if err := warmBrokerClosed(ctx, f, cfgs, levels); err != nil {
+		return err
+	}
 	var runs []closedRun
 	for round := range f.rounds {
 		for j := range cfgs {
@@ -155,12 +158,41 @@ func runClosedMode(ctx context.Context, f flags) error {
 	return nil
 }
 
+// warmBrokerClosed is warmBroker for closed mode: f.brokerWarmup uncounted runs of sluice's
+// first configuration at the most clients of levels. Without it the JVM compiled its produce
+// and fetch paths during the first counted rounds: the broker's CPU per request fell from 0.141
+// to 0.086 to 0.047 ms over the three rounds of one run (BENCHMARKS.md, "The idle broker").
+func warmBrokerClosed(ctx context.Context, f flags, cfgs []config, levels []int) error {
+	i := slices.IndexFunc(cfgs, func(c config) bool { return isSluice(c.system) })
+	if i < 0 || f.brokerWarmup <= 0 {
+		return nil
+	}
+	c := cfgs[i]
+	for w := range f.brokerWarmup {
+		logf("broker warm-up %d/%d (not counted): %s %s", w+1, f.brokerWarmup, c.system, c.policy)
+		rs, err := closedOne(ctx, f, c, []int{slices.Max(levels)}, -1, filepath.Join(f.workDir, fmt.Sprintf("warmup%d-%s-%s", w+1, c.system, c.policy)))
+		if err != nil {
+			return fmt.Errorf("broker warm-up %d: %w", w+1, err)
+		}
+		for _, r := range rs {
+			logf("  broker CPU %.3f ms/req", r.brokerMs)
+		}
+	}
+	return nil
+}
+
 // closedOne starts one system and runs every clients level against it.
 func closedOne(ctx context.Context, f flags, c config, levels []int, round int, dir string) ([]closedRun, error) {
 	sys, err := startSystem(ctx, f, c, dir, f.closed.speed)
 	defer sys.stop()
 	if err != nil {
 		return nil, err
+	}
+	// The broker's CPU is read in every system's runs: in sglang-router's, which uses no
+	// Kafka, it is the idle broker's, the control for what sluice's records add.
+	var brokerPIDs []int
+	if f.kafkaPID > 0 {
+		brokerPIDs = []int{f.kafkaPID}
 	}
 	var out []closedRun
 	for _, n := range levels {
@@ -189,7 +221,7 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 			Measured: func(start bool) {
 				if start {
 					cpu0 = read()
-					broker0, _ = peer.ProcCPU(sys.extra...)
+					broker0, _ = peer.ProcCPU(brokerPIDs...)
 					engines0, _ = peer.ProcCPU(enginePIDs()...)
 					client0 = selfCPU()
 					return
@@ -200,7 +232,7 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 				for name, v := range read() {
 					r.cpu[name] = v - cpu0[name]
 				}
-				b1, _ := peer.ProcCPU(sys.extra...)
+				b1, _ := peer.ProcCPU(brokerPIDs...)
 				r.brokerCPU = b1 - broker0
 			}})
 		for name, v := range r.cpu {
@@ -219,7 +251,7 @@ func closedOne(ctx context.Context, f flags, c config, levels []int, round int, 
 			r.enginesMs, r.clientMs = per(r.enginesCPU), per(r.clientCPU)
 		}
 		r.p50, r.p99 = peer.Quantile(r.res.Latencies, 0.5), peer.Quantile(r.res.Latencies, 0.99)
-		detail := fmt.Sprintf(" (engines %.3f, client %.3f not counted)", r.enginesMs, r.clientMs)
+		detail := fmt.Sprintf(" (idle broker %.3f, engines %.3f, client %.3f not counted)", r.brokerMs, r.enginesMs, r.clientMs)
 		if isSluice(c.system) {
 			detail = fmt.Sprintf(" (gateway %.3f, decider %.3f; enginelink %.3f, broker %.3f, engines %.3f, client %.3f not counted)",
 				r.gatewayMs, r.deciderMs, r.enginelinkMs, r.brokerMs, r.enginesMs, r.clientMs)
@@ -252,6 +284,10 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 		f.closed.duration, f.closed.warmup, f.rounds, took.Round(time.Second), f.sluiceTokenizer)
 	if f.cacheAwareSettings != "" {
 		fmt.Fprintf(w, "sluice's cache_aware policy: {type: cache_aware, %s}.\n\n", f.cacheAwareSettings)
+	}
+	if f.brokerWarmup > 0 && len(split(f.sluicePolicies)) > 0 {
+		fmt.Fprintf(w, "Before the counted rounds, %d uncounted runs through sluice at %d clients warmed the broker's JVM (-broker-warmup-rounds).\n\n",
+			f.brokerWarmup, slices.Max(levels))
 	}
 	type key struct {
 		sys, pol string
@@ -299,7 +335,7 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 			dash(col(rs, func(r closedRun) float64 { return r.gatewayMs }), 3),
 			dash(col(rs, func(r closedRun) float64 { return r.deciderMs }), 3),
 			dash(col(rs, func(r closedRun) float64 { return r.enginelinkMs }), 3),
-			dash(col(rs, func(r closedRun) float64 { return r.brokerMs }), 3),
+			col(rs, func(r closedRun) float64 { return r.brokerMs }).cell(3, n), // sglang-router's: the idle broker
 			col(rs, func(r closedRun) float64 { return r.enginesMs }).cell(3, n),
 			col(rs, func(r closedRun) float64 { return r.clientMs }).cell(3, n),
 			col(rs, func(r closedRun) float64 { return float64(r.res.Errors) }).cell(0, n))
@@ -345,7 +381,8 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 	fmt.Fprintln(w, "\nCPU is utime+stime from /proc of each router's process tree over the measured part, divided by the requests "+
 		"answered in it: sglang-router's Python launcher with its Rust router; sluice's gateway + decider (enginelink, which turns the "+
 		"engines' ZMQ KV events and load into Kafka records, and the broker are shown apart; with +embedded the decider runs inside the gateway's process, "+
-		"so its CPU is in the gateway column). p50/p99 are request latencies at the client. "+
+		"so its CPU is in the gateway column). sglang-router uses no Kafka: its broker column is the idle broker's CPU over its runs, "+
+		"the control for what sluice's records add. p50/p99 are request latencies at the client. "+
 		"engines and client are the simulated engines' CPU and this load generator's (its own process), per request. "+
 		"Throughput bound on shared cores: when every process shares the same cores and they are the limit, req/s is at most cores ÷ the CPU "+
 		"all processes spend per request, so sluice's req/s ÷ sglang-router's cannot exceed (router + engines + client) ÷ (gateway + decider + "+
