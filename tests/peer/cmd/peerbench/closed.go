@@ -30,6 +30,7 @@ type closedFlags struct {
 	prefixes         int
 	prefixW, suffixW int
 	closedTimeout    time.Duration
+	brokerWarmup     int
 	// baseline is a second sluice binary (e.g. main's) run as system "sluice-base" beside
 	// "sluice", for before/after figures from one run.
 	baseline string
@@ -47,6 +48,8 @@ func (c *closedFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.prefixW, "closed-prefix-words", 96, "closed mode: words (tokens) of each system prompt")
 	fs.IntVar(&c.suffixW, "closed-suffix-words", 24, "closed mode: words (tokens) of each user message")
 	fs.DurationVar(&c.closedTimeout, "closed-timeout", 10*time.Second, "closed mode: bound on one request")
+	fs.IntVar(&c.brokerWarmup, "closed-broker-warmup-rounds", 4, "closed mode: uncounted rounds of every sluice configuration at the most clients before the counted rounds, "+
+		"so the Kafka broker, started fresh by scripts/peer-bench.sh, has compiled its hot paths (after 2 the first counted rounds still paid 2-4 times its steady CPU per request)")
 	fs.StringVar(&c.baseline, "baseline-sluice", "", "a second sluice binary (e.g. built from main) to run as system sluice-base beside sluice, interleaved, for before/after figures")
 }
 
@@ -158,24 +161,26 @@ func runClosedMode(ctx context.Context, f flags) error {
 	return nil
 }
 
-// warmBrokerClosed is warmBroker for closed mode: f.brokerWarmup uncounted runs of sluice's
-// first configuration at the most clients of levels. Without it the JVM compiled its produce
-// and fetch paths during the first counted rounds: the broker's CPU per request fell from 0.141
-// to 0.086 to 0.047 ms over the three rounds of one run (BENCHMARKS.md, "The idle broker").
+// warmBrokerClosed is warmBroker for closed mode: f.closed.brokerWarmup uncounted rounds of every
+// sluice configuration at the most clients of levels. Without them the JVM compiled its
+// produce and fetch paths during the counted rounds: the broker's CPU per request fell from
+// 0.141 to 0.086 to 0.047 ms over the three rounds of one run, and after two warm-up runs of
+// power_of_two alone, or two rounds of every configuration, the first two counted rounds still
+// paid 0.03–0.09 against 0.01–0.03 from the third on (BENCHMARKS.md, "A warm broker in the
+// closed loop").
 func warmBrokerClosed(ctx context.Context, f flags, cfgs []config, levels []int) error {
-	i := slices.IndexFunc(cfgs, func(c config) bool { return isSluice(c.system) })
-	if i < 0 || f.brokerWarmup <= 0 {
+	if f.closed.brokerWarmup <= 0 {
 		return nil
 	}
-	c := cfgs[i]
-	for w := range f.brokerWarmup {
-		logf("broker warm-up %d/%d (not counted): %s %s", w+1, f.brokerWarmup, c.system, c.policy)
-		rs, err := closedOne(ctx, f, c, []int{slices.Max(levels)}, -1, filepath.Join(f.workDir, fmt.Sprintf("warmup%d-%s-%s", w+1, c.system, c.policy)))
-		if err != nil {
-			return fmt.Errorf("broker warm-up %d: %w", w+1, err)
-		}
-		for _, r := range rs {
-			logf("  broker CPU %.3f ms/req", r.brokerMs)
+	for w := range f.closed.brokerWarmup {
+		for _, c := range cfgs {
+			if !isSluice(c.system) {
+				continue
+			}
+			logf("broker warm-up %d/%d (not counted): %s %s", w+1, f.closed.brokerWarmup, c.system, c.policy)
+			if _, err := closedOne(ctx, f, c, []int{slices.Max(levels)}, -1, filepath.Join(f.workDir, fmt.Sprintf("warmup%d-%s-%s", w+1, c.system, c.policy))); err != nil {
+				return fmt.Errorf("broker warm-up %d: %w", w+1, err)
+			}
 		}
 	}
 	return nil
@@ -285,9 +290,9 @@ func writeClosedReport(w io.Writer, f flags, levels []int, runs []closedRun, too
 	if f.cacheAwareSettings != "" {
 		fmt.Fprintf(w, "sluice's cache_aware policy: {type: cache_aware, %s}.\n\n", f.cacheAwareSettings)
 	}
-	if f.brokerWarmup > 0 && len(split(f.sluicePolicies)) > 0 {
-		fmt.Fprintf(w, "Before the counted rounds, %d uncounted runs through sluice at %d clients warmed the broker's JVM (-broker-warmup-rounds).\n\n",
-			f.brokerWarmup, slices.Max(levels))
+	if f.closed.brokerWarmup > 0 && len(split(f.sluicePolicies)) > 0 {
+		fmt.Fprintf(w, "Before the counted rounds, %d uncounted rounds of every sluice configuration at %d clients warmed the broker's JVM (-closed-broker-warmup-rounds).\n\n",
+			f.closed.brokerWarmup, slices.Max(levels))
 	}
 	type key struct {
 		sys, pol string

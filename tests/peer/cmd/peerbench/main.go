@@ -88,7 +88,7 @@ func main() {
 	fs.DurationVar(&f.kvInterval, "kv-interval", 0, "the simulated engines' -kv-interval, how often they publish KV events (real time); "+
 		"0 = simengine's default 50ms divided by how much faster than real the engines run, at least 5ms, so sluice's index lags the engines, "+
 		"measured in their own time, as at real speed (a real engine publishes every scheduler step; sglang-router reads no KV events)")
-	fs.IntVar(&f.brokerWarmup, "broker-warmup-rounds", 2, "uncounted replays of the window (closed mode: runs at the most clients) through sluice's first configuration before the counted rounds, "+
+	fs.IntVar(&f.brokerWarmup, "broker-warmup-rounds", 2, "open mode: uncounted replays of the window through sluice's first configuration before the counted rounds, "+
 		"so the Kafka broker, started fresh by scripts/peer-bench.sh, has compiled its hot paths (a production broker has long been warm; "+
 		"a cold JVM spent 15 ms of CPU per request in the first round, 4 in the third, on the 2 cores every system shares)")
 	fs.StringVar(&f.gatewayArgs, "gateway-args", "", "extra flags for sluice's gateway, space-separated (e.g. -pprof-addr :6060)")
