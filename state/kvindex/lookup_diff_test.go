@@ -440,3 +440,27 @@ func TestHashBlocks16(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHashBlocks16 checks the 16-token block hash this CPU runs against
+// the Go loop on arbitrary token ids, chain seeds and alignments.
+func FuzzHashBlocks16(f *testing.F) {
+	f.Add(uint64(1), uint8(0), []byte("sixteen tokens of four bytes each make one block of sixty-four bytes"))
+	f.Add(^uint64(0), uint8(3), make([]byte, 64*33))
+	f.Fuzz(func(t *testing.T, prev uint64, off uint8, data []byte) {
+		o := int(off % 4)
+		toks := make([]uint32, o+len(data)/4)[o:]
+		for i := range toks {
+			toks[i] = uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24
+		}
+		nb := len(toks) / 16
+		got, want := make([]uint64, nb), make([]uint64, nb)
+		if gl, wl := hashBlocks16(got, prev, toks), hashBlocks16Go(want, prev, toks); gl != wl {
+			t.Fatalf("%d blocks at offset %d: last %#x, want %#x", nb, o, gl, wl)
+		}
+		for i := range nb {
+			if got[i] != want[i] {
+				t.Fatalf("%d blocks at offset %d, block %d: %#x, want %#x", nb, o, i, got[i], want[i])
+			}
+		}
+	})
+}
