@@ -5,12 +5,12 @@ import "golang.org/x/sys/cpu"
 // hashBlocks16Asm is hashBlocks for 16-token blocks in assembly
 // (hash_amd64.s): the same values as the Go loop, with one 64-bit load per
 // pair of token ids and MULX, which takes its result registers freely and
-// leaves the flags alone. The Go loop runs at about 15 cycles a block on an
-// AMD EPYC, bound by the count of instructions around its six multiplies
-// (two 32-bit loads, a shift and an or per pair; the moves MULQ's fixed
+// leaves the flags alone. The Go loop runs at 11–15 cycles a block on AMD
+// EPYCs, bound by the count of instructions around its six multiplies (two
+// 32-bit loads, a shift and an or per pair; the moves MULQ's fixed
 // registers need), not by the multiplies: the assembly issues about 35 per
-// block (BENCHMARKS.md, "The 16-token block hash in assembly"). Go has no
-// intrinsic that gets there: word loads through unsafe gained a sixth.
+// block and runs at about 9 (BENCHMARKS.md, "The 16-token block hash in
+// assembly"). Word loads through unsafe, in Go, gained a sixth.
 //
 // It writes n chained hashes to dst from the n×16 token ids at tokens,
 // starting from prev, and returns the last. n must be at least 1.
