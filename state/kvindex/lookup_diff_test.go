@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -425,18 +426,7 @@ func TestHashBlocks16(t *testing.T) {
 	buf[5] = ^uint32(0) // the largest id, in a block of every alignment's first
 	for off := range 3 {
 		for _, nb := range []int{0, 1, 2, 3, 31, 32, 33, 512, 1030} {
-			toks := buf[off : off+nb*16]
-			got, want := make([]uint64, nb), make([]uint64, nb)
-			gl := hashBlocks16(got, 99, toks)
-			wl := hashBlocks16Go(want, 99, toks)
-			if gl != wl {
-				t.Fatalf("offset %d, %d blocks: last %#x, want %#x", off, nb, gl, wl)
-			}
-			for i := range nb {
-				if got[i] != want[i] {
-					t.Fatalf("offset %d, %d blocks, block %d: %#x, want %#x", off, nb, i, got[i], want[i])
-				}
-			}
+			checkHash16(t, 99, buf[off:off+nb*16], off)
 		}
 	}
 }
@@ -450,17 +440,24 @@ func FuzzHashBlocks16(f *testing.F) {
 		o := int(off % 4)
 		toks := make([]uint32, o+len(data)/4)[o:]
 		for i := range toks {
-			toks[i] = uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24
+			toks[i] = binary.LittleEndian.Uint32(data[4*i:])
 		}
-		nb := len(toks) / 16
-		got, want := make([]uint64, nb), make([]uint64, nb)
-		if gl, wl := hashBlocks16(got, prev, toks), hashBlocks16Go(want, prev, toks); gl != wl {
-			t.Fatalf("%d blocks at offset %d: last %#x, want %#x", nb, o, gl, wl)
-		}
-		for i := range nb {
-			if got[i] != want[i] {
-				t.Fatalf("%d blocks at offset %d, block %d: %#x, want %#x", nb, o, i, got[i], want[i])
-			}
-		}
+		checkHash16(t, prev, toks, o)
 	})
+}
+
+// checkHash16 compares hashBlocks16 with hashBlocks16Go over the whole
+// blocks of toks, which start at word offset off of their allocation.
+func checkHash16(t *testing.T, prev uint64, toks []uint32, off int) {
+	t.Helper()
+	nb := len(toks) / 16
+	got, want := make([]uint64, nb), make([]uint64, nb)
+	if gl, wl := hashBlocks16(got, prev, toks), hashBlocks16Go(want, prev, toks); gl != wl {
+		t.Fatalf("%d blocks at offset %d: last %#x, want %#x", nb, off, gl, wl)
+	}
+	for i := range nb {
+		if got[i] != want[i] {
+			t.Fatalf("%d blocks at offset %d, block %d: %#x, want %#x", nb, off, i, got[i], want[i])
+		}
+	}
 }
